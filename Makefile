@@ -1,0 +1,26 @@
+# Packages whose code runs goroutines: their tests run with the race detector.
+RACE_PKGS := ./gitwatch/... ./gateway/... ./analysis/... ./controller/...
+
+.PHONY: test deps vet lint unit race bench
+
+test: deps vet unit race
+
+deps:
+	hack/test-deps.sh
+
+vet:
+	go vet ./...
+
+unit:
+	go test -count=1 $$(go list ./... | grep -v -E '/(gitwatch|gateway|analysis|controller)(/|$$)')
+
+race:
+	@pkgs=$$(go list $(RACE_PKGS) 2>/dev/null); \
+	if [ -n "$$pkgs" ]; then go test -race -count=1 $$pkgs; fi
+
+lint: vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+bench:
+	go test -run '^$$' -bench . -benchmem ./api/

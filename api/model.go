@@ -1,0 +1,251 @@
+package api
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+)
+
+// DefaultNamespace is the namespace of objects that do not set one.
+const DefaultNamespace = "default"
+
+// XDSPluginName is the trafficRouting plugin key that sluice implements.
+const XDSPluginName = "sluice.io/xds"
+
+// JudgePluginName is the metric provider plugin key of sluice's statistical judge.
+const JudgePluginName = "sluice.io/judge"
+
+// DefaultMaxUnapprovedWeightJump is how many points a live canary weight may
+// rise in one strategy edit before the change needs approval.
+const DefaultMaxUnapprovedWeightJump = 25
+
+// Built-in analysis argument names that sluice fills when a step does not.
+const (
+	ArgCanary    = "canary"    // the canary version
+	ArgStable    = "stable"    // the stable version
+	ArgRollout   = "rollout"   // the rollout name
+	ArgNamespace = "namespace" // the rollout namespace
+)
+
+// BuiltinArgs lists the argument names sluice supplies itself.
+var BuiltinArgs = []string{ArgCanary, ArgStable, ArgRollout, ArgNamespace}
+
+// Key identifies a rollout or template: namespace/name.
+type Key struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+func (k Key) String() string { return k.Namespace + "/" + k.Name }
+
+// ParseKey reads "ns/name" or "name" (namespace default).
+func ParseKey(s string) Key {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			return Key{Namespace: s[:i], Name: s[i+1:]}
+		}
+	}
+	return Key{Namespace: DefaultNamespace, Name: s}
+}
+
+// Rollout is one validated canary rollout.
+type Rollout struct {
+	Key
+	// File is the strategy file, relative to the loaded root; Line is the
+	// line of metadata.name.
+	File string `json:"file"`
+	Line int    `json:"line"`
+	// Version is the image of the first container, or
+	// "workloadRef:<kind>/<name>" for a workloadRef rollout.
+	Version  string            `json:"version"`
+	Replicas int32             `json:"replicas"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	// Steps are the canary steps in order; empty means promote at once.
+	Steps []Step `json:"steps"`
+	// Background is the optional analysis that runs for the whole canary.
+	Background *BackgroundAnalysis `json:"background,omitempty"`
+	// ManagedRoutes are trafficRouting.managedRoutes names, in precedence order.
+	ManagedRoutes []string `json:"managedRoutes,omitempty"`
+	// XDS is the sluice.io/xds plugin configuration; nil when the rollout
+	// does not use sluice's traffic router.
+	XDS *XDSConfig `json:"xds,omitempty"`
+	// Spec is the whole Argo spec, kept for what sluice does not model yet
+	// (pod template details, canaryService, antiAffinity, ...).
+	Spec v1alpha1.RolloutSpec `json:"-"`
+}
+
+// MaxUnapprovedWeightJump is the configured threshold or the default.
+func (r *Rollout) MaxUnapprovedWeightJump() int32 {
+	if r.XDS != nil && r.XDS.MaxUnapprovedWeightJump > 0 {
+		return r.XDS.MaxUnapprovedWeightJump
+	}
+	return DefaultMaxUnapprovedWeightJump
+}
+
+// StepKind names a canary step type.
+type StepKind string
+
+// Step kinds sluice executes.
+const (
+	StepSetWeight      StepKind = "setWeight"
+	StepPause          StepKind = "pause"
+	StepAnalysis       StepKind = "analysis"
+	StepSetHeaderRoute StepKind = "setHeaderRoute"
+	StepSetMirrorRoute StepKind = "setMirrorRoute"
+	StepSetCanaryScale StepKind = "setCanaryScale"
+)
+
+// Step is one canary step. Exactly the field matching Kind is set.
+type Step struct {
+	Kind        StepKind     `json:"kind"`
+	Weight      int32        `json:"setWeight,omitempty"`
+	Pause       *Pause       `json:"pause,omitempty"`
+	Analysis    *Analysis    `json:"analysis,omitempty"`
+	HeaderRoute *HeaderRoute `json:"setHeaderRoute,omitempty"`
+	MirrorRoute *MirrorRoute `json:"setMirrorRoute,omitempty"`
+	CanaryScale *CanaryScale `json:"setCanaryScale,omitempty"`
+}
+
+// String is a short human description, e.g. "setWeight 10" or "pause 30s".
+func (s Step) String() string {
+	switch s.Kind {
+	case StepSetWeight:
+		return fmt.Sprintf("setWeight %d", s.Weight)
+	case StepPause:
+		if s.Pause.Indefinite() {
+			return "pause (until promoted)"
+		}
+		return "pause " + s.Pause.Duration.String()
+	case StepAnalysis:
+		return "analysis " + s.Analysis.TemplateNames()
+	case StepSetHeaderRoute:
+		if len(s.HeaderRoute.Match) == 0 {
+			return "remove header route " + s.HeaderRoute.Name
+		}
+		return "header route " + s.HeaderRoute.Name
+	case StepSetMirrorRoute:
+		if len(s.MirrorRoute.Match) == 0 {
+			return "remove mirror route " + s.MirrorRoute.Name
+		}
+		return fmt.Sprintf("mirror route %s %d%%", s.MirrorRoute.Name, s.MirrorRoute.Percentage)
+	case StepSetCanaryScale:
+		return "setCanaryScale"
+	}
+	return string(s.Kind)
+}
+
+// Pause waits for Duration, or until promoted when Duration is zero.
+type Pause struct {
+	Duration time.Duration `json:"duration,omitempty"`
+}
+
+// Indefinite reports whether the pause waits for `sluice promote`.
+func (p *Pause) Indefinite() bool { return p == nil || p.Duration == 0 }
+
+// Analysis is an analysis step, or the shape of background analysis.
+type Analysis struct {
+	Templates            []TemplateRef  `json:"templates"`
+	Args                 []Arg          `json:"args,omitempty"`
+	DryRun               []string       `json:"dryRun,omitempty"`
+	MeasurementRetention map[string]int `json:"measurementRetention,omitempty"`
+}
+
+// TemplateNames joins the referenced template names with "+".
+func (a *Analysis) TemplateNames() string {
+	s := ""
+	for i, t := range a.Templates {
+		if i > 0 {
+			s += "+"
+		}
+		s += t.Name
+	}
+	return s
+}
+
+// BackgroundAnalysis runs for the whole canary, from StartingStep on.
+type BackgroundAnalysis struct {
+	Analysis
+	StartingStep int32 `json:"startingStep,omitempty"`
+}
+
+// TemplateRef names an AnalysisTemplate (or a ClusterAnalysisTemplate
+// when ClusterScope is set).
+type TemplateRef struct {
+	Name         string `json:"templateName"`
+	ClusterScope bool   `json:"clusterScope,omitempty"`
+}
+
+// Arg is an argument given to analysis templates. Value is set for literal
+// arguments; ValueFrom describes Argo's valueFrom references, which sluice
+// resolves where it can.
+type Arg struct {
+	Name      string `json:"name"`
+	Value     string `json:"value,omitempty"`
+	ValueFrom string `json:"valueFrom,omitempty"`
+}
+
+// StringMatch matches a string by exactly one of Exact, Prefix or Regex (RE2).
+type StringMatch struct {
+	Exact  string `json:"exact,omitempty"`
+	Prefix string `json:"prefix,omitempty"`
+	Regex  string `json:"regex,omitempty"`
+}
+
+// HeaderMatch matches one request header. A match on header "cookie" is a
+// cookie match: Exact is "name=value" and is matched as one cookie pair.
+type HeaderMatch struct {
+	HeaderName  string      `json:"headerName"`
+	HeaderValue StringMatch `json:"headerValue"`
+}
+
+// IsCookie reports whether the match is on the Cookie header.
+func (m HeaderMatch) IsCookie() bool { return strings.EqualFold(m.HeaderName, "cookie") }
+
+// HeaderRoute sends requests matching all of Match to the canary. An empty
+// Match removes the route.
+type HeaderRoute struct {
+	Name  string        `json:"name"`
+	Match []HeaderMatch `json:"match,omitempty"`
+}
+
+// RouteMatch is one mirror match: all set parts must match.
+type RouteMatch struct {
+	Method  *StringMatch           `json:"method,omitempty"`
+	Path    *StringMatch           `json:"path,omitempty"`
+	Headers map[string]StringMatch `json:"headers,omitempty"`
+}
+
+// MirrorRoute copies Percentage % of matching requests to the canary.
+// An empty Match removes the route.
+type MirrorRoute struct {
+	Name       string       `json:"name"`
+	Match      []RouteMatch `json:"match,omitempty"`
+	Percentage int32        `json:"percentage"`
+}
+
+// CanaryScale is setCanaryScale (Kubernetes mode).
+type CanaryScale struct {
+	Weight             *int32 `json:"weight,omitempty"`
+	Replicas           *int32 `json:"replicas,omitempty"`
+	MatchTrafficWeight bool   `json:"matchTrafficWeight,omitempty"`
+}
+
+// XDSConfig is the trafficRouting.plugins["sluice.io/xds"] block.
+type XDSConfig struct {
+	// Host is the virtual host domain and the gRPC target xds:///Host.
+	Host string `json:"host"`
+	// Endpoints maps a version (image) to its addresses (host:port).
+	Endpoints       map[string][]string `json:"endpoints,omitempty"`
+	SessionAffinity *SessionAffinity    `json:"sessionAffinity,omitempty"`
+	// MaxUnapprovedWeightJump is the risky-change threshold in points
+	// (0 means the default, 25).
+	MaxUnapprovedWeightJump int32 `json:"maxUnapprovedWeightJump,omitempty"`
+}
+
+// SessionAffinity keeps users who reached the canary on it (sticky canary).
+type SessionAffinity struct {
+	CookieName string `json:"cookieName"`
+	MaxAge     int64  `json:"maxAge,omitempty"`
+}

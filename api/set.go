@@ -1,0 +1,52 @@
+package api
+
+// Set is everything loaded from one tree of strategy files: the valid
+// rollouts and templates, the rollouts that were named but rejected, and
+// every diagnostic.
+type Set struct {
+	// Rollouts are the valid rollouts, sorted by key.
+	Rollouts []*Rollout
+	// Templates are the valid AnalysisTemplates and ClusterAnalysisTemplates,
+	// sorted by (cluster scope, key).
+	Templates []*AnalysisTemplate
+	// Rejected are rollouts whose file named them but that failed to
+	// validate; the controller keeps their previous good version running
+	// and shows these errors in status.
+	Rejected []Rejected
+	// Diagnostics holds every error and warning, in file and line order.
+	Diagnostics Diagnostics
+	// Files lists every strategy file read, relative to the root.
+	Files []string
+}
+
+// Rejected is a rollout that could be identified but not accepted.
+type Rejected struct {
+	Key         Key
+	File        string
+	Diagnostics Diagnostics
+}
+
+// Rollout returns the valid rollout with key k, or nil.
+func (s *Set) Rollout(k Key) *Rollout {
+	for _, r := range s.Rollouts {
+		if r.Key == k {
+			return r
+		}
+	}
+	return nil
+}
+
+// Template finds the template a reference from namespace ns resolves to:
+// a ClusterAnalysisTemplate when clusterScope is set, otherwise an
+// AnalysisTemplate in ns.
+func (s *Set) Template(ns string, ref TemplateRef) *AnalysisTemplate {
+	for _, t := range s.Templates {
+		if t.ClusterScoped != ref.ClusterScope || t.Name != ref.Name {
+			continue
+		}
+		if t.ClusterScoped || t.Namespace == ns {
+			return t
+		}
+	}
+	return nil
+}

@@ -1,0 +1,136 @@
+package api
+
+import (
+	"time"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+)
+
+// AnalysisTemplate is a validated AnalysisTemplate or ClusterAnalysisTemplate.
+type AnalysisTemplate struct {
+	Key
+	ClusterScoped bool          `json:"clusterScoped,omitempty"`
+	File          string        `json:"file"`
+	Line          int           `json:"line"`
+	Args          []TemplateArg `json:"args,omitempty"`
+	Metrics       []Metric      `json:"metrics"`
+	// DryRun names metrics ("*" for all) that are measured but never fail a run.
+	DryRun []string `json:"dryRun,omitempty"`
+	// MeasurementRetention limits the measurements kept per metric.
+	MeasurementRetention map[string]int `json:"measurementRetention,omitempty"`
+	// Spec is the whole Argo spec as written.
+	Spec v1alpha1.AnalysisTemplateSpec `json:"-"`
+}
+
+// TemplateArg is a declared template argument; Value is its default.
+type TemplateArg struct {
+	Name  string  `json:"name"`
+	Value *string `json:"value,omitempty"`
+	// FromSecret is set when the value comes from a Kubernetes secret.
+	FromSecret bool `json:"fromSecret,omitempty"`
+}
+
+// IntOrArg is an integer field that may instead hold an argument
+// placeholder such as "{{args.count}}", resolved when a run starts.
+type IntOrArg struct {
+	Value int    `json:"value,omitempty"`
+	Arg   string `json:"arg,omitempty"` // the unresolved template text
+}
+
+// Metric is one metric of an analysis template, with Argo's defaults applied:
+// FailureLimit 0, ConsecutiveErrorLimit 4, Count 0 meaning "1 when no
+// interval is set, unbounded otherwise".
+type Metric struct {
+	Name                    string        `json:"name"`
+	Interval                time.Duration `json:"interval,omitempty"`
+	InitialDelay            time.Duration `json:"initialDelay,omitempty"`
+	Count                   IntOrArg      `json:"count"`
+	SuccessCondition        string        `json:"successCondition,omitempty"`
+	FailureCondition        string        `json:"failureCondition,omitempty"`
+	FailureLimit            IntOrArg      `json:"failureLimit"`
+	InconclusiveLimit       IntOrArg      `json:"inconclusiveLimit"`
+	ConsecutiveErrorLimit   IntOrArg      `json:"consecutiveErrorLimit"`
+	ConsecutiveSuccessLimit IntOrArg      `json:"consecutiveSuccessLimit"`
+	Provider                Provider      `json:"provider"`
+}
+
+// ProviderKind names a metric provider.
+type ProviderKind string
+
+// Providers sluice implements. Any other name (job, datadog, newRelic, ...)
+// is kept as Unsupported and ends the metric in Error at run time.
+const (
+	ProviderPrometheus ProviderKind = "prometheus"
+	ProviderWeb        ProviderKind = "web"
+	ProviderJudge      ProviderKind = JudgePluginName
+)
+
+// Provider is a metric's data source. Exactly one of the pointers is set,
+// matching Kind, unless Kind is not implemented by sluice.
+type Provider struct {
+	Kind        ProviderKind        `json:"kind"`
+	Prometheus  *PrometheusProvider `json:"prometheus,omitempty"`
+	Web         *WebProvider        `json:"web,omitempty"`
+	Judge       *JudgeProvider      `json:"judge,omitempty"`
+	Unsupported bool                `json:"unsupported,omitempty"`
+}
+
+// PrometheusProvider queries Prometheus' HTTP API.
+type PrometheusProvider struct {
+	Address string        `json:"address"`
+	Query   string        `json:"query"`
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// Headers are sent with every query (Argo's prometheus.headers).
+	Headers map[string]string `json:"headers,omitempty"`
+	// BearerTokenFile names a file whose trimmed content is sent as
+	// "Authorization: Bearer <token>". It is never read from strategy files
+	// (tokens do not belong in git): the daemon fills it from its own
+	// configuration. The token is never logged.
+	BearerTokenFile string `json:"bearerTokenFile,omitempty"`
+	Insecure        bool   `json:"insecure,omitempty"`
+}
+
+// WebProvider fetches JSON over HTTP and extracts a value with JSONPath.
+type WebProvider struct {
+	URL            string            `json:"url"`
+	Method         string            `json:"method,omitempty"`
+	Headers        map[string]string `json:"headers,omitempty"`
+	Body           string            `json:"body,omitempty"`
+	JSONPath       string            `json:"jsonPath,omitempty"`
+	TimeoutSeconds int64             `json:"timeoutSeconds,omitempty"`
+	Insecure       bool              `json:"insecure,omitempty"`
+}
+
+// Direction says which change of a judged metric is bad.
+type Direction string
+
+// Judge directions.
+const (
+	DirectionIncrease Direction = "increase"
+	DirectionDecrease Direction = "decrease"
+	DirectionEither   Direction = "either"
+)
+
+// JudgeProvider is the sluice.io/judge plugin config: a Mann-Whitney
+// comparison of canary and baseline samples from two range queries.
+type JudgeProvider struct {
+	Address       string        `json:"address"`
+	CanaryQuery   string        `json:"canaryQuery"`
+	BaselineQuery string        `json:"baselineQuery"`
+	Lookback      time.Duration `json:"lookback"`
+	Step          time.Duration `json:"step"`
+	Direction     Direction     `json:"direction"`
+	Confidence    float64       `json:"confidence"`
+	Tolerance     float64       `json:"tolerance"`
+	MinSamples    int           `json:"minSamples"`
+	Critical      bool          `json:"critical,omitempty"`
+}
+
+// Judge defaults, Kayenta's.
+const (
+	DefaultJudgeConfidence = 0.98
+	DefaultJudgeTolerance  = 0.25
+	DefaultJudgeMinSamples = 20
+	DefaultJudgeLookback   = 5 * time.Minute
+	DefaultJudgeStep       = 10 * time.Second
+)
