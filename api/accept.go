@@ -1,0 +1,111 @@
+package api
+
+import (
+	"slices"
+)
+
+// indexTemplates converts the templates, rejects duplicates, and adds the
+// valid ones to set. It returns the keys of templates that were named but
+// invalid, so rollouts referencing them get a precise error.
+func indexTemplates(set *Set, docs []*templateDoc) map[templateID]bool {
+	first := map[templateID]*AnalysisTemplate{}
+	invalid := map[templateID]bool{}
+	for _, td := range docs {
+		t, c := convertTemplate(td)
+		id := templateID{t.Key, t.ClusterScoped}
+		if prev, dup := first[id]; dup && t.Name != "" {
+			c.errorf("metadata.name", "duplicate %s %s (first defined at %s:%d)", td.doc.kind, displayKey(t.Key, t.ClusterScoped), prev.File, prev.Line)
+		} else if t.Name != "" {
+			first[id] = t
+		}
+		set.Diagnostics = append(set.Diagnostics, c.diags...)
+		if c.diags.HasErrors() {
+			if first[id] == t {
+				invalid[id] = true
+			}
+			continue
+		}
+		set.Templates = append(set.Templates, t)
+	}
+	return invalid
+}
+
+type templateID struct {
+	Key
+	cluster bool
+}
+
+func displayKey(k Key, cluster bool) string {
+	if cluster {
+		return k.Name
+	}
+	return k.String()
+}
+
+// acceptRollouts converts the rollouts and runs the checks that need the
+// whole set: duplicate names and analysis template references.
+func acceptRollouts(set *Set, docs []*rolloutDoc, invalidTemplates map[templateID]bool) {
+	first := map[Key]*Rollout{}
+	for _, rd := range docs {
+		r, c := convertRollout(rd)
+		if prev, dup := first[r.Key]; dup && r.Name != "" {
+			c.errorf("metadata.name", "duplicate rollout %s (first defined at %s:%d)", r.Key, prev.File, prev.Line)
+		} else if r.Name != "" {
+			first[r.Key] = r
+		}
+		c.templateRefs(set, r, invalidTemplates)
+		set.Diagnostics = append(set.Diagnostics, c.diags...)
+		switch {
+		case !c.diags.HasErrors():
+			set.Rollouts = append(set.Rollouts, r)
+		case r.Name != "" && first[r.Key] == r:
+			set.Rejected = append(set.Rejected, Rejected{Key: r.Key, File: r.File, Diagnostics: c.diags.Errors()})
+		}
+	}
+}
+
+// templateRefs checks that every analysis the rollout runs names templates
+// that exist, and that their required arguments are given.
+func (c *checker) templateRefs(set *Set, r *Rollout, invalid map[templateID]bool) {
+	if r.Background != nil {
+		c.analysisRefs(set, r, canaryPath+".analysis", &r.Background.Analysis, invalid)
+	}
+	for i, s := range r.Steps {
+		if s.Analysis != nil {
+			c.analysisRefs(set, r, c.stepPaths[i]+".analysis", s.Analysis, invalid)
+		}
+	}
+}
+
+func (c *checker) analysisRefs(set *Set, r *Rollout, path string, a *Analysis, invalid map[templateID]bool) {
+	for i, ref := range a.Templates {
+		p := indexPath(path+".templates", i) + ".templateName"
+		t := set.Template(r.Namespace, ref)
+		if t == nil {
+			kind := KindAnalysisTemplate
+			if ref.ClusterScope {
+				kind = KindClusterAnalysisTemplate
+			}
+			id := templateID{Key{r.Namespace, ref.Name}, ref.ClusterScope}
+			if ref.ClusterScope {
+				id.Namespace = ""
+			}
+			if invalid[id] {
+				c.errorf(p, "%s %q is invalid (see its errors)", kind, ref.Name)
+			} else if ref.Name != "" {
+				c.errorf(p, "%s %q not found in the loaded files", kind, ref.Name)
+			}
+			continue
+		}
+		for _, arg := range t.Args {
+			if arg.Value != nil || arg.FromSecret || slices.Contains(BuiltinArgs, arg.Name) || hasArg(a.Args, arg.Name) {
+				continue
+			}
+			c.errorf(p, "template %q needs argument %q: give it in %s.args", ref.Name, arg.Name, path)
+		}
+	}
+}
+
+func hasArg(args []Arg, name string) bool {
+	return slices.ContainsFunc(args, func(a Arg) bool { return a.Name == name })
+}

@@ -1,0 +1,218 @@
+package api
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	yaml "go.yaml.in/yaml/v3"
+	sigsyaml "sigs.k8s.io/yaml"
+)
+
+// Kinds sluice reads (group argoproj.io, version v1alpha1).
+const (
+	KindRollout                 = "Rollout"
+	KindAnalysisTemplate        = "AnalysisTemplate"
+	KindClusterAnalysisTemplate = "ClusterAnalysisTemplate"
+	argoGroup                   = "argoproj.io"
+	argoAPIVersion              = "argoproj.io/v1alpha1"
+)
+
+// SkippedDoc is a document of a kind sluice does not read.
+type SkippedDoc struct {
+	File       string
+	Line       int
+	APIVersion string
+	Kind       string
+}
+
+// document is one YAML document of a file, with what the schema walk found.
+type document struct {
+	file  string
+	line  int
+	kind  string
+	walk  *schemaWalk
+	node  *yaml.Node
+	index int // position in file, for stable ordering
+}
+
+// diag makes a diagnostic for path in this document.
+func (d *document) diag(sev Severity, path, format string, args ...any) Diagnostic {
+	return Diagnostic{File: d.file, Line: d.walk.line(path), Field: path, Message: fmt.Sprintf(format, args...), Severity: sev, Kind: d.kind}
+}
+
+// Load parses, validates and converts strategy files. It never fails as a
+// whole: every problem becomes a Diagnostic, and what is valid is returned.
+func Load(sources []Source) *Set {
+	set := &Set{}
+	var rollouts []*rolloutDoc
+	var templates []*templateDoc
+	for _, src := range sources {
+		set.Files = append(set.Files, src.Name)
+		docs, diags, ok := splitDocuments(src)
+		set.Diagnostics = append(set.Diagnostics, diags...)
+		if !ok {
+			set.Unreadable = append(set.Unreadable, src.Name)
+		}
+		for _, d := range docs {
+			r, t, skipped, diags := decodeDocument(d)
+			set.Diagnostics = append(set.Diagnostics, diags...)
+			switch {
+			case skipped != nil:
+				set.Skipped = append(set.Skipped, *skipped)
+			case r != nil:
+				rollouts = append(rollouts, r)
+			case t != nil:
+				templates = append(templates, t)
+			}
+		}
+	}
+	idx := indexTemplates(set, templates)
+	acceptRollouts(set, rollouts, idx)
+	sortSet(set)
+	return set
+}
+
+var yamlErrorLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// splitDocuments parses every YAML document of a file. ok is false when a
+// syntax error stopped the parse, so objects after it may be missing.
+func splitDocuments(src Source) ([]*document, Diagnostics, bool) {
+	dec := yaml.NewDecoder(bytes.NewReader(src.Data))
+	var docs []*document
+	for i := 0; ; i++ {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			return docs, nil, true
+		}
+		if err != nil {
+			return docs, Diagnostics{syntaxDiagnostic(src.Name, err)}, false
+		}
+		if len(n.Content) == 0 || isNull(n.Content[0]) {
+			continue // empty document
+		}
+		docs = append(docs, &document{file: src.Name, node: n.Content[0], line: n.Content[0].Line, index: i})
+	}
+}
+
+func syntaxDiagnostic(file string, err error) Diagnostic {
+	d := Diagnostic{File: file, Message: "invalid YAML: " + err.Error(), Severity: SeverityError}
+	if m := yamlErrorLine.FindStringSubmatch(err.Error()); m != nil {
+		d.Line, _ = strconv.Atoi(m[1])
+		d.Message = "invalid YAML: " + m[2]
+	}
+	return d
+}
+
+// decodeDocument reads one document as a Rollout or template, or skips it.
+func decodeDocument(d *document) (*rolloutDoc, *templateDoc, *SkippedDoc, Diagnostics) {
+	if d.node.Kind != yaml.MappingNode {
+		return nil, nil, nil, Diagnostics{{File: d.file, Line: d.line, Message: "document is not a YAML map", Severity: SeverityError}}
+	}
+	apiVersion, kind := scalarField(d.node, "apiVersion"), scalarField(d.node, "kind")
+	group, _, _ := strings.Cut(apiVersion, "/")
+	readable := kind == KindRollout || kind == KindAnalysisTemplate || kind == KindClusterAnalysisTemplate
+	if group != argoGroup || !readable {
+		return nil, nil, &SkippedDoc{File: d.file, Line: d.line, APIVersion: apiVersion, Kind: kind}, nil
+	}
+	d.kind = kind
+	d.walk = newSchemaWalk()
+	if apiVersion != argoAPIVersion {
+		return nil, nil, nil, Diagnostics{d.diag(SeverityError, "apiVersion", "unsupported apiVersion %q: sluice reads %s", apiVersion, argoAPIVersion)}
+	}
+	switch kind {
+	case KindRollout:
+		var ro v1alpha1.Rollout
+		if diags, ok := d.decode(&ro); !ok {
+			return nil, nil, nil, diags
+		} else {
+			return &rolloutDoc{doc: d, obj: &ro}, nil, nil, diags
+		}
+	default:
+		var spec v1alpha1.AnalysisTemplateSpec
+		var meta objectMeta
+		var diags Diagnostics
+		var ok bool
+		if kind == KindClusterAnalysisTemplate {
+			var ct v1alpha1.ClusterAnalysisTemplate
+			diags, ok = d.decode(&ct)
+			spec, meta = ct.Spec, objectMeta{ct.Name, ct.Namespace}
+		} else {
+			var at v1alpha1.AnalysisTemplate
+			diags, ok = d.decode(&at)
+			spec, meta = at.Spec, objectMeta{at.Name, at.Namespace}
+		}
+		if !ok {
+			return nil, nil, nil, diags
+		}
+		return nil, &templateDoc{doc: d, spec: spec, meta: meta, cluster: kind == KindClusterAnalysisTemplate}, nil, diags
+	}
+}
+
+type objectMeta struct{ name, namespace string }
+
+// decode walks the document against obj's type, then decodes it with
+// sigs.k8s.io/yaml (the Kubernetes decoder Argo's own types expect). ok is
+// false when the document has values of the wrong shape or does not decode.
+func (d *document) decode(obj any) (Diagnostics, bool) {
+	d.walk.walk(d.node, reflect.TypeOf(obj), "", d.line)
+	diags := d.walk.takeDiagnostics(d)
+	if d.walk.shapeErrors > 0 {
+		return diags, false
+	}
+	raw, err := yaml.Marshal(d.node)
+	if err == nil {
+		err = sigsyaml.Unmarshal(raw, obj)
+	}
+	if err != nil {
+		return append(diags, Diagnostic{File: d.file, Line: d.line, Message: "cannot decode: " + err.Error(), Severity: SeverityError, Kind: d.kind}), false
+	}
+	return diags, true
+}
+
+// takeDiagnostics stamps the walk's findings with the document's file.
+func (w *schemaWalk) takeDiagnostics(d *document) Diagnostics {
+	out := make(Diagnostics, len(w.diags))
+	for i, x := range w.diags {
+		x.File, x.Kind = d.file, d.kind
+		out[i] = x
+	}
+	w.diags = nil
+	return out
+}
+
+func scalarField(m *yaml.Node, key string) string {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key && m.Content[i+1].Kind == yaml.ScalarNode {
+			return m.Content[i+1].Value
+		}
+	}
+	return ""
+}
+
+func sortSet(set *Set) {
+	sort.Slice(set.Rollouts, func(i, j int) bool { return set.Rollouts[i].Key.String() < set.Rollouts[j].Key.String() })
+	sort.Slice(set.Templates, func(i, j int) bool {
+		a, b := set.Templates[i], set.Templates[j]
+		if a.ClusterScoped != b.ClusterScoped {
+			return !a.ClusterScoped
+		}
+		return a.Key.String() < b.Key.String()
+	})
+	sort.Slice(set.Rejected, func(i, j int) bool { return set.Rejected[i].Key.String() < set.Rejected[j].Key.String() })
+	sort.SliceStable(set.Diagnostics, func(i, j int) bool {
+		a, b := set.Diagnostics[i], set.Diagnostics[j]
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		return a.Line < b.Line
+	})
+}

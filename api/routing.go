@@ -1,0 +1,123 @@
+package api
+
+import (
+	"encoding/json"
+	"net"
+	"strconv"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// xdsConfigDoc is the sluice.io/xds plugin block as written in YAML.
+type xdsConfigDoc struct {
+	Host            string              `json:"host"`
+	Endpoints       map[string][]string `json:"endpoints"`
+	SessionAffinity *struct {
+		CookieName string `json:"cookieName"`
+		MaxAge     int64  `json:"maxAge"`
+	} `json:"sessionAffinity"`
+	MaxUnapprovedWeightJump *int32 `json:"maxUnapprovedWeightJump"`
+}
+
+// trafficRouting reads managedRoutes and the sluice.io/xds plugin, and
+// warns about routers sluice does not drive.
+func (c *checker) trafficRouting(r *Rollout, tr *v1alpha1.RolloutTrafficRouting) {
+	if tr == nil {
+		c.warnf(canaryPath, "no trafficRouting: sluice tracks this rollout but cannot shift its traffic (add trafficRouting.plugins[%s])", XDSPluginName)
+		return
+	}
+	for i, m := range tr.ManagedRoutes {
+		if m.Name == "" {
+			c.errorf(indexPath(routingPath+".managedRoutes", i)+".name", "required")
+		}
+		r.ManagedRoutes = append(r.ManagedRoutes, m.Name)
+	}
+	for _, ignored := range []struct {
+		name string
+		set  bool
+	}{
+		{"istio", tr.Istio != nil}, {"nginx", tr.Nginx != nil}, {"alb", tr.ALB != nil}, {"smi", tr.SMI != nil},
+		{"ambassador", tr.Ambassador != nil}, {"appMesh", tr.AppMesh != nil}, {"traefik", tr.Traefik != nil}, {"apisix", tr.Apisix != nil},
+	} {
+		if ignored.set {
+			c.warnf(routingPath+"."+ignored.name, "%s traffic routing is not implemented by sluice and is ignored; sluice routes through trafficRouting.plugins[%s]", ignored.name, XDSPluginName)
+		}
+	}
+	for name := range tr.Plugins {
+		if name != XDSPluginName {
+			c.warnf(routingPath+".plugins["+name+"]", "traffic router plugin %q is not implemented by sluice and is ignored", name)
+		}
+	}
+	raw, ok := tr.Plugins[XDSPluginName]
+	if !ok {
+		c.warnf(routingPath, "no plugins[%s]: sluice tracks this rollout but cannot shift its traffic", XDSPluginName)
+		return
+	}
+	var doc xdsConfigDoc
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		c.errorf(xdsPath, "cannot read plugin config: %v", err)
+		return
+	}
+	r.XDS = c.xdsConfig(doc, r.Version)
+}
+
+func (c *checker) xdsConfig(doc xdsConfigDoc, version string) *XDSConfig {
+	cfg := &XDSConfig{Host: doc.Host, Endpoints: doc.Endpoints}
+	switch {
+	case doc.Host == "":
+		c.errorf(xdsPath+".host", "required: the virtual host and gRPC target (xds:///<host>)")
+	default:
+		if errs := validation.IsDNS1123Subdomain(doc.Host); len(errs) > 0 {
+			c.errorf(xdsPath+".host", "%q is not a valid DNS name (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit)", doc.Host)
+		}
+	}
+	for v, addrs := range doc.Endpoints {
+		p := childPath(xdsPath+".endpoints", v)
+		if len(addrs) == 0 {
+			c.errorf(p, "at least one address is required")
+		}
+		for i, a := range addrs {
+			if err := checkAddress(a); err != "" {
+				c.errorf(indexPath(p, i), "%q is not a host:port address: %s", a, err)
+			}
+		}
+	}
+	if version != "" {
+		if _, ok := doc.Endpoints[version]; !ok {
+			c.errorf(xdsPath+".endpoints", "no endpoints for the current version %q", version)
+		}
+	}
+	if sa := doc.SessionAffinity; sa != nil {
+		p := xdsPath + ".sessionAffinity"
+		if !cookieName.MatchString(sa.CookieName) {
+			c.errorf(p+".cookieName", "required: a valid cookie name, got %q", sa.CookieName)
+		}
+		if sa.MaxAge < 0 {
+			c.errorf(p+".maxAge", "must not be negative, got %d", sa.MaxAge)
+		}
+		cfg.SessionAffinity = &SessionAffinity{CookieName: sa.CookieName, MaxAge: sa.MaxAge}
+	}
+	if j := doc.MaxUnapprovedWeightJump; j != nil {
+		if *j < 1 || *j > 100 {
+			c.errorf(xdsPath+".maxUnapprovedWeightJump", "must be between 1 and 100, got %d", *j)
+		}
+		cfg.MaxUnapprovedWeightJump = *j
+	}
+	return cfg
+}
+
+// checkAddress returns why a is not a usable host:port, or "".
+func checkAddress(a string) string {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return err.Error()
+	}
+	if host == "" {
+		return "missing host"
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "port must be between 1 and 65535"
+	}
+	return ""
+}

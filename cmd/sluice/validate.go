@@ -1,0 +1,64 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/sluice-dev/sluice/api"
+	"github.com/spf13/cobra"
+)
+
+type validateOptions struct {
+	output string
+}
+
+func newValidateCmd() *cobra.Command {
+	var o validateOptions
+	cmd := &cobra.Command{
+		Use:   "validate FILE|DIR...",
+		Short: "Parse and validate strategy files offline",
+		Long: `Parse and validate Argo Rollouts strategy files: Rollout, AnalysisTemplate and
+ClusterAnalysisTemplate documents in *.yaml/*.yml files (directories recursively).
+Templates are resolved across everything given. Errors print as
+file:line: field.path: reason and make the command exit 1; warnings alone exit 0.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runValidate(cmd.OutOrStdout(), o, args)
+		},
+	}
+	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+func runValidate(w io.Writer, o validateOptions, paths []string) error {
+	set, err := api.LoadPaths(paths...)
+	if err != nil {
+		return err
+	}
+	switch o.output {
+	case "json":
+		diags := set.Diagnostics
+		if diags == nil {
+			diags = api.Diagnostics{}
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(diags); err != nil {
+			return err
+		}
+	case "text", "table", "":
+		for _, d := range set.Diagnostics {
+			fmt.Fprintln(w, d)
+		}
+		if !set.Diagnostics.HasErrors() {
+			fmt.Fprintf(w, "ok: %d rollouts, %d analysis templates\n", len(set.Rollouts), len(set.Templates))
+		}
+	default:
+		return fmt.Errorf("unknown output format %q (use text or json)", o.output)
+	}
+	if set.Diagnostics.HasErrors() {
+		return exitError{code: 1}
+	}
+	return nil
+}
