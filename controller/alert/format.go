@@ -1,0 +1,106 @@
+package alert
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Slack is the body of a Slack-compatible incoming webhook.
+type Slack struct {
+	Text string `json:"text"`
+}
+
+// SlackMessage renders a one-line readable message, e.g.
+// ":x: rollout-aborted default/checkout shop/checkout:v2 (9f8d111): analysis
+// success-rate failed: result 0.91 < 0.99 [weights stable 100 / canary 0]".
+func SlackMessage(a Alert) Slack {
+	return Slack{Text: Line(a)}
+}
+
+// Line is the alert as one human-readable line.
+func Line(a Alert) string {
+	var b strings.Builder
+	switch a.Severity {
+	case SeverityError:
+		b.WriteString(":x: ")
+	case SeverityWarning:
+		b.WriteString(":warning: ")
+	default:
+		b.WriteString(":information_source: ")
+	}
+	fmt.Fprintf(&b, "%s %s", a.Event, a.Rollout)
+	if a.Version != "" {
+		b.WriteString(" " + a.Version)
+	}
+	if a.Commit != "" {
+		c := a.Commit
+		if len(c) > ShortCommit {
+			c = c[:ShortCommit]
+		}
+		b.WriteString(" (" + c + ")")
+	}
+	if a.Reason != "" {
+		b.WriteString(": " + a.Reason)
+	}
+	if a.Metric != "" {
+		fmt.Fprintf(&b, " [metric %s", a.Metric)
+		if a.Value != "" {
+			b.WriteString(" = " + a.Value)
+		}
+		if a.Condition != "" {
+			b.WriteString(", condition " + a.Condition)
+		}
+		b.WriteString("]")
+	}
+	fmt.Fprintf(&b, " [weights stable %d / canary %d]", a.Weights.Stable, a.Weights.Canary)
+	return b.String()
+}
+
+// AlertmanagerAlert is one element of the POST /api/v2/alerts body.
+type AlertmanagerAlert struct {
+	Labels       map[string]string `json:"labels"`
+	Annotations  map[string]string `json:"annotations,omitempty"`
+	StartsAt     time.Time         `json:"startsAt,omitzero"`
+	GeneratorURL string            `json:"generatorURL,omitempty"`
+}
+
+// ToAlertmanager maps an alert to Alertmanager's model: labels alertname
+// (the event), rollout, namespace, severity, and id so that two logical
+// alerts never merge while a re-delivery of one does; the reason and the
+// details go into annotations.
+func ToAlertmanager(a Alert) AlertmanagerAlert {
+	labels := map[string]string{
+		"alertname": string(a.Event),
+		"rollout":   a.Rollout,
+		"severity":  string(a.Severity),
+		"id":        a.ID,
+	}
+	// A rollout is "namespace/name"; a file path that cannot be tied to a
+	// rollout has no namespace, and Alertmanager rejects empty labels.
+	if ns, name, ok := strings.Cut(a.Rollout, "/"); ok && name != "" && !strings.Contains(name, "/") {
+		labels["namespace"] = ns
+	}
+	for k, v := range labels {
+		if v == "" {
+			delete(labels, k)
+		}
+	}
+	ann := map[string]string{
+		"summary":     Line(a),
+		"description": a.Reason,
+		"reason":      a.Reason,
+		"version":     a.Version,
+		"commit":      a.Commit,
+		"weights":     fmt.Sprintf("stable %d / canary %d", a.Weights.Stable, a.Weights.Canary),
+		"metric":      a.Metric,
+		"value":       a.Value,
+		"condition":   a.Condition,
+	}
+	for k, v := range ann {
+		if v == "" {
+			delete(ann, k)
+		}
+	}
+	return AlertmanagerAlert{Labels: labels, Annotations: ann, StartsAt: a.Time}
+}
