@@ -1,0 +1,271 @@
+package gateway
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/sluice-dev/sluice/api"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// Resources are the xDS resources of one rollout. The virtual host is also
+// part of the combined sluice-http route configuration (see EnvoyResources).
+type Resources struct {
+	Rollout     api.Key
+	Host        string
+	Listener    *listenerv3.Listener                // named Host; api_listener for gRPC
+	Route       *routev3.RouteConfiguration         // named Host; one virtual host
+	VirtualHost *routev3.VirtualHost                // the same virtual host
+	Clusters    []*clusterv3.Cluster                // stable, canary
+	Endpoints   []*endpointv3.ClusterLoadAssignment // stable, canary
+}
+
+// Translate builds the resources of one rollout's traffic. It checks the
+// input (host, endpoints, weights, matches) but not the result: call
+// Validate before publishing.
+func Translate(t api.Traffic) (*Resources, error) {
+	if err := checkTraffic(t); err != nil {
+		return nil, &ValidationError{Rollout: t.Rollout, Rule: "traffic", Err: err}
+	}
+	stableEPs, canaryEPs := t.StableEndpoints, t.CanaryEndpoints
+	if len(canaryEPs) == 0 {
+		// No canary in flight: the canary cluster carries the stable
+		// endpoints, so it exists and answers like stable.
+		canaryEPs = stableEPs
+	}
+	res := &Resources{Rollout: t.Rollout, Host: t.Host}
+	for _, s := range []struct {
+		side Side
+		eps  []string
+	}{{Stable, stableEPs}, {Canary, canaryEPs}} {
+		name := ClusterName(t.Rollout, s.side)
+		cla, err := loadAssignment(name, s.eps)
+		if err != nil {
+			return nil, &ValidationError{Rollout: t.Rollout, Resource: name, Rule: "endpoints", Err: err}
+		}
+		res.Clusters = append(res.Clusters, edsCluster(name))
+		res.Endpoints = append(res.Endpoints, cla)
+	}
+	routes, err := buildRoutes(t)
+	if err != nil {
+		return nil, &ValidationError{Rollout: t.Rollout, Resource: t.Host, Rule: "routes", Err: err}
+	}
+	res.VirtualHost = &routev3.VirtualHost{
+		Name:    t.Rollout.String(),
+		Domains: []string{t.Host, t.Host + ":*"},
+		Routes:  routes,
+	}
+	res.Route = &routev3.RouteConfiguration{Name: t.Host, VirtualHosts: []*routev3.VirtualHost{res.VirtualHost}}
+	res.Listener = apiListener(t.Host)
+	return res, nil
+}
+
+// checkTraffic rejects input the translation cannot represent.
+func checkTraffic(t api.Traffic) error {
+	switch {
+	case t.Rollout.Namespace == "" || t.Rollout.Name == "":
+		return fmt.Errorf("rollout key %q is incomplete", t.Rollout)
+	case t.Host == "":
+		return fmt.Errorf("host is empty")
+	case t.Host == EnvoyName:
+		return fmt.Errorf("host %q is reserved", EnvoyName)
+	case strings.ContainsAny(t.Host, " /*"):
+		return fmt.Errorf("host %q must be a plain domain", t.Host)
+	case len(t.StableEndpoints) == 0:
+		return fmt.Errorf("no stable endpoints")
+	case t.Weights.Stable < 0 || t.Weights.Canary < 0:
+		return fmt.Errorf("negative weight %d/%d", t.Weights.Stable, t.Weights.Canary)
+	case t.Weights.Stable+t.Weights.Canary <= 0:
+		return fmt.Errorf("total weight is 0")
+	}
+	if sa := t.SessionAffinity; sa != nil && (sa.CookieName == "" || strings.ContainsAny(sa.CookieName, "=;, \t")) {
+		return fmt.Errorf("session affinity cookie name %q is not a cookie name", sa.CookieName)
+	}
+	return nil
+}
+
+// buildRoutes orders a virtual host's routes: header routes (step order),
+// the sticky-canary route, mirror routes, the weighted default route, then
+// the keep-warm routes (unreachable, they only keep a weightless cluster
+// referenced).
+func buildRoutes(t api.Traffic) ([]*routev3.Route, error) {
+	canary := ClusterName(t.Rollout, Canary)
+	var routes []*routev3.Route
+	for _, hr := range t.HeaderRoutes {
+		if len(hr.Match) == 0 {
+			continue // an empty match removes the route
+		}
+		rm := &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}
+		for _, m := range hr.Match {
+			h, err := headerMatcher(m)
+			if err != nil {
+				return nil, fmt.Errorf("header route %q: %w", hr.Name, err)
+			}
+			rm.Headers = append(rm.Headers, h)
+		}
+		routes = append(routes, &routev3.Route{Name: "header/" + hr.Name, Match: rm, Action: toCluster(canary)})
+	}
+	sticky := t.SessionAffinity != nil && t.Weights.Canary > 0
+	if sticky {
+		h, err := headerMatcher(api.HeaderMatch{HeaderName: "cookie", HeaderValue: api.StringMatch{Exact: t.SessionAffinity.CookieName + "=canary"}})
+		if err != nil {
+			return nil, fmt.Errorf("session affinity: %w", err)
+		}
+		routes = append(routes, &routev3.Route{
+			Name:   "sticky",
+			Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}, Headers: []*routev3.HeaderMatcher{h}},
+			Action: toCluster(canary),
+		})
+	}
+	for _, mr := range t.MirrorRoutes {
+		if mr.Percentage < 0 || mr.Percentage > 100 {
+			return nil, fmt.Errorf("mirror route %q: percentage %d is not 0..100", mr.Name, mr.Percentage)
+		}
+		for i, m := range mr.Match {
+			rm, err := mirrorMatch(m)
+			if err != nil {
+				return nil, fmt.Errorf("mirror route %q match %d: %w", mr.Name, i, err)
+			}
+			action := weightedAction(t, sticky)
+			action.RequestMirrorPolicies = []*routev3.RouteAction_RequestMirrorPolicy{{
+				Cluster: canary,
+				RuntimeFraction: &corev3.RuntimeFractionalPercent{DefaultValue: &typev3.FractionalPercent{
+					Numerator: uint32(mr.Percentage), Denominator: typev3.FractionalPercent_HUNDRED,
+				}},
+			}}
+			routes = append(routes, &routev3.Route{
+				Name:   fmt.Sprintf("mirror/%s/%d", mr.Name, i),
+				Match:  rm,
+				Action: &routev3.Route_Route{Route: action},
+			})
+		}
+	}
+	routes = append(routes, &routev3.Route{
+		Name:   "default",
+		Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+		Action: &routev3.Route_Route{Route: weightedAction(t, sticky)},
+	})
+	// gRPC skips weight-0 clusters and drops any cluster no route references;
+	// reconnecting to it later costs seconds at scale. These routes sit after
+	// the catch-all default, so they never match, but they keep the cluster.
+	for _, s := range []struct {
+		side   Side
+		weight int32
+	}{{Stable, t.Weights.Stable}, {Canary, t.Weights.Canary}} {
+		if s.weight > 0 {
+			continue
+		}
+		name := ClusterName(t.Rollout, s.side)
+		routes = append(routes, &routev3.Route{
+			Name: "keep-warm/" + string(s.side),
+			Match: &routev3.RouteMatch{
+				PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"},
+				Headers: []*routev3.HeaderMatcher{{Name: keepWarmHeader, HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{
+					StringMatch: mustStringMatcher(api.StringMatch{Exact: name}),
+				}}},
+			},
+			Action: toCluster(name),
+		})
+	}
+	return routes, nil
+}
+
+func mustStringMatcher(m api.StringMatch) *matcherv3.StringMatcher {
+	sm, err := stringMatcher(m)
+	if err != nil {
+		panic(err) // only called with literal exact matches
+	}
+	return sm
+}
+
+// weightedAction is the default split between the clusters with weight > 0.
+// With session affinity and a live canary, the canary entry sets the sticky
+// cookie (Envoy only: gRPC ignores response header mutations).
+func weightedAction(t api.Traffic, sticky bool) *routev3.RouteAction {
+	wc := &routev3.WeightedCluster{}
+	for _, s := range []struct {
+		side   Side
+		weight int32
+	}{{Stable, t.Weights.Stable}, {Canary, t.Weights.Canary}} {
+		if s.weight <= 0 {
+			continue
+		}
+		c := &routev3.WeightedCluster_ClusterWeight{Name: ClusterName(t.Rollout, s.side), Weight: wrapperspb.UInt32(uint32(s.weight))}
+		if s.side == Canary && sticky {
+			c.ResponseHeadersToAdd = []*corev3.HeaderValueOption{{
+				Header:       &corev3.HeaderValue{Key: "set-cookie", Value: stickyCookie(t.SessionAffinity)},
+				AppendAction: corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD,
+			}}
+		}
+		wc.Clusters = append(wc.Clusters, c)
+	}
+	return &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}}
+}
+
+// stickyCookie is the Set-Cookie value that pins a user to the canary.
+func stickyCookie(sa *api.SessionAffinity) string {
+	v := sa.CookieName + "=canary"
+	if sa.MaxAge > 0 {
+		v += "; Max-Age=" + strconv.FormatInt(sa.MaxAge, 10)
+	}
+	return v + "; Path=/; HttpOnly"
+}
+
+func toCluster(name string) *routev3.Route_Route {
+	return &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: name}}}
+}
+
+// loadAssignment puts all endpoints of one side into one locality with
+// weight 1 (gRPC ignores localities without a weight).
+func loadAssignment(cluster string, addrs []string) (*endpointv3.ClusterLoadAssignment, error) {
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: cluster}
+	if len(addrs) == 0 {
+		return cla, nil
+	}
+	loc := &endpointv3.LocalityLbEndpoints{LoadBalancingWeight: wrapperspb.UInt32(1)}
+	seen := map[string]bool{}
+	for _, a := range addrs {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint %q: %w", a, err)
+		}
+		p, err := strconv.ParseUint(port, 10, 16)
+		if err != nil || p == 0 {
+			return nil, fmt.Errorf("endpoint %q: bad port", a)
+		}
+		if host == "" || seen[a] {
+			return nil, fmt.Errorf("endpoint %q: empty or duplicate", a)
+		}
+		seen[a] = true
+		loc.LbEndpoints = append(loc.LbEndpoints, &endpointv3.LbEndpoint{
+			HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: socketAddress(host, uint32(p))}},
+		})
+	}
+	cla.Endpoints = []*endpointv3.LocalityLbEndpoints{loc}
+	return cla, nil
+}
+
+func socketAddress(host string, port uint32) *corev3.Address {
+	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+		Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
+	}}}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

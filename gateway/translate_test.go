@@ -1,0 +1,199 @@
+package gateway
+
+import (
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"github.com/sluice-dev/sluice/api"
+	"google.golang.org/protobuf/proto"
+)
+
+var checkout = api.Key{Namespace: "default", Name: "checkout"}
+
+// traffic is a canary in flight; mod adjusts it per case.
+func traffic(mod func(*api.Traffic)) api.Traffic {
+	t := api.Traffic{
+		Rollout:         checkout,
+		Host:            "checkout.internal",
+		StableVersion:   "shop/checkout:v1",
+		CanaryVersion:   "shop/checkout:v2",
+		StableEndpoints: []string{"127.0.0.1:9001"},
+		CanaryEndpoints: []string{"127.0.0.1:9002", "127.0.0.1:9003"},
+		Weights:         api.CanaryWeights(10),
+	}
+	if mod != nil {
+		mod(&t)
+	}
+	return t
+}
+
+// TestTranslateGolden renders each step type's resources as protojson.
+func TestTranslateGolden(t *testing.T) {
+	cases := []struct {
+		name string
+		mod  func(*api.Traffic)
+	}{
+		{"stable-only", func(t *api.Traffic) {
+			t.CanaryVersion, t.CanaryEndpoints, t.Weights = t.StableVersion, nil, api.CanaryWeights(0)
+		}},
+		{"set-weight-10", nil},
+		{"set-weight-50", func(t *api.Traffic) { t.Weights = api.CanaryWeights(50) }},
+		{"full-canary", func(t *api.Traffic) { t.Weights = api.CanaryWeights(100) }},
+		{"aborted-canary-weight-0", func(t *api.Traffic) { t.Weights = api.CanaryWeights(0) }},
+		{"header-route", func(t *api.Traffic) {
+			t.HeaderRoutes = []api.HeaderRoute{
+				{Name: "testers", Match: []api.HeaderMatch{{HeaderName: "X-Canary", HeaderValue: api.StringMatch{Exact: "always"}}}},
+				{Name: "removed"},
+				{Name: "beta", Match: []api.HeaderMatch{
+					{HeaderName: "x-user", HeaderValue: api.StringMatch{Prefix: "beta-"}},
+					{HeaderName: "x-region", HeaderValue: api.StringMatch{Regex: "eu-.*"}},
+				}},
+			}
+		}},
+		{"cookie-route", func(t *api.Traffic) {
+			t.HeaderRoutes = []api.HeaderRoute{
+				{Name: "cookie", Match: []api.HeaderMatch{{HeaderName: "cookie", HeaderValue: api.StringMatch{Exact: "sluice-canary=canary"}}}},
+				{Name: "cookie-prefix", Match: []api.HeaderMatch{{HeaderName: "Cookie", HeaderValue: api.StringMatch{Prefix: "group=beta"}}}},
+			}
+		}},
+		{"sticky", func(t *api.Traffic) {
+			t.SessionAffinity = &api.SessionAffinity{CookieName: "sluice-canary", MaxAge: 3600}
+		}},
+		{"sticky-weight-0", func(t *api.Traffic) {
+			t.Weights = api.CanaryWeights(0)
+			t.SessionAffinity = &api.SessionAffinity{CookieName: "sluice-canary", MaxAge: 3600}
+		}},
+		{"mirror", func(t *api.Traffic) {
+			t.Weights = api.CanaryWeights(0)
+			t.MirrorRoutes = []api.MirrorRoute{{Name: "shadow", Percentage: 35, Match: []api.RouteMatch{
+				{Method: &api.StringMatch{Exact: "POST"}, Path: &api.StringMatch{Prefix: "/checkout.Checkout/"}},
+				{Headers: map[string]api.StringMatch{"x-mirror": {Exact: "yes"}, "x-b": {Regex: "[0-9]+"}}},
+			}}}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Translate(traffic(tc.mod))
+			if err != nil {
+				t.Fatalf("Translate: %v", err)
+			}
+			if err := Validate(res); err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			el, er := EnvoyResources(10000, []*routev3.VirtualHost{res.VirtualHost})
+			if err := ValidateEnvoy(el, er, map[string]bool{res.Clusters[0].Name: true, res.Clusters[1].Name: true}); err != nil {
+				t.Fatalf("ValidateEnvoy: %v", err)
+			}
+			goldenJSON(t, "translate/"+tc.name+".json", stableJSON(t, []namedMsg{
+				{name: "listener", msg: res.Listener},
+				{name: "route", msg: res.Route},
+				{name: "clusters", list: msgs(res.Clusters)},
+				{name: "endpoints", list: msgs(res.Endpoints)},
+				{name: "envoyListener", msg: el},
+				{name: "envoyRoute", msg: er},
+			}))
+		})
+	}
+}
+
+func msgs[M proto.Message](in []M) []proto.Message {
+	out := make([]proto.Message, len(in))
+	for i, m := range in {
+		out[i] = m
+	}
+	return out
+}
+
+// TestCookieRegex checks the compiled cookie matchers with full-match
+// semantics, as Envoy and gRPC apply them.
+func TestCookieRegex(t *testing.T) {
+	cases := []struct {
+		name  string
+		match api.StringMatch
+		hits  []string
+		miss  []string
+	}{
+		{"exact pair", api.StringMatch{Exact: "sluice-canary=canary"},
+			[]string{"sluice-canary=canary", "a=b; sluice-canary=canary", "sluice-canary=canary; a=b", "a=b;sluice-canary=canary;c=d", "a=b,sluice-canary=canary"},
+			[]string{"xsluice-canary=canary", "sluice-canary=canaryx", "a=sluice-canary=canary", "sluice-canary=stable", "", "a=b; xsluice-canary=canary"}},
+		{"name only", api.StringMatch{Exact: "beta"},
+			[]string{"beta=1", "a=b; beta=", "beta=x; c=d"},
+			[]string{"betax=1", "xbeta=1", "a=beta"}},
+		{"prefix", api.StringMatch{Prefix: "group=be"},
+			[]string{"group=beta", "a=1; group=be"},
+			[]string{"xgroup=beta", "group=alpha", "a=group=beta"}},
+		{"regex", api.StringMatch{Regex: "u=[0-9]+"},
+			[]string{"u=42", "a=b; u=7"},
+			[]string{"u=x", "xu=1", "u=1x"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			src, err := cookieRegex(tc.match)
+			if err != nil {
+				t.Fatal(err)
+			}
+			re := regexp.MustCompile("^(?:" + src + ")$")
+			for _, h := range tc.hits {
+				if !re.MatchString(h) {
+					t.Errorf("%q should match %q", src, h)
+				}
+			}
+			for _, m := range tc.miss {
+				if re.MatchString(m) {
+					t.Errorf("%q should not match %q", src, m)
+				}
+			}
+		})
+	}
+}
+
+// TestTranslateRejects checks that bad input is refused with an error that
+// names the rollout and the rule.
+func TestTranslateRejects(t *testing.T) {
+	cases := []struct {
+		name string
+		mod  func(*api.Traffic)
+		want string
+	}{
+		{"no host", func(t *api.Traffic) { t.Host = "" }, "host is empty"},
+		{"reserved host", func(t *api.Traffic) { t.Host = EnvoyName }, "reserved"},
+		{"zero total weight", func(t *api.Traffic) { t.Weights = api.Weights{} }, "total weight is 0"},
+		{"negative weight", func(t *api.Traffic) { t.Weights = api.Weights{Stable: 110, Canary: -10} }, "negative weight"},
+		{"no stable endpoints", func(t *api.Traffic) { t.StableEndpoints = nil }, "no stable endpoints"},
+		{"bad endpoint", func(t *api.Traffic) { t.CanaryEndpoints = []string{"127.0.0.1"} }, "endpoint"},
+		{"duplicate endpoint", func(t *api.Traffic) { t.CanaryEndpoints = []string{"127.0.0.1:1", "127.0.0.1:1"} }, "duplicate"},
+		{"not RE2 header regex", func(t *api.Traffic) {
+			t.HeaderRoutes = []api.HeaderRoute{{Name: "bad", Match: []api.HeaderMatch{{HeaderName: "x", HeaderValue: api.StringMatch{Regex: "(?=lookahead)"}}}}}
+		}, "RE2"},
+		{"not RE2 cookie regex", func(t *api.Traffic) {
+			t.HeaderRoutes = []api.HeaderRoute{{Name: "bad", Match: []api.HeaderMatch{{HeaderName: "cookie", HeaderValue: api.StringMatch{Regex: `a\1`}}}}}
+		}, "RE2"},
+		{"two string matchers", func(t *api.Traffic) {
+			t.HeaderRoutes = []api.HeaderRoute{{Name: "bad", Match: []api.HeaderMatch{{HeaderName: "x", HeaderValue: api.StringMatch{Exact: "a", Prefix: "b"}}}}}
+		}, "exactly one"},
+		{"mirror over 100", func(t *api.Traffic) {
+			t.MirrorRoutes = []api.MirrorRoute{{Name: "m", Percentage: 101, Match: []api.RouteMatch{{}}}}
+		}, "percentage"},
+		{"bad cookie name", func(t *api.Traffic) { t.SessionAffinity = &api.SessionAffinity{CookieName: "a=b"} }, "cookie name"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Translate(traffic(tc.mod))
+			if err == nil {
+				err = Validate(res)
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("error does not wrap ErrInvalid: %v", err)
+			}
+			if !strings.Contains(err.Error(), "rollout default/checkout") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q should name the rollout and %q", err, tc.want)
+			}
+		})
+	}
+}
