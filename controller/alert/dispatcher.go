@@ -20,6 +20,12 @@ type Outbox interface {
 	MarkDelivered(sink, id string) error
 }
 
+// sinkRetainer is an optional Outbox method: drop the queues of sinks that
+// are no longer configured, so they do not pin alerts forever.
+type sinkRetainer interface {
+	RetainSinks(keep []string) error
+}
+
 // Options configure a Dispatcher.
 type Options struct {
 	Outbox Outbox
@@ -116,6 +122,11 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		return errors.New("alert dispatcher: already running")
 	}
 	defer d.running.Unlock()
+	if r, ok := d.outbox.(sinkRetainer); ok {
+		if err := r.RetainSinks(d.names); err != nil {
+			d.log.Error("drop queues of removed sinks", "err", err)
+		}
+	}
 	var wg sync.WaitGroup
 	for _, s := range d.sinks {
 		wg.Go(func() { d.work(ctx, s) })

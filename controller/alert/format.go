@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/sluice-dev/sluice/api"
 )
 
 // Slack is the body of a Slack-compatible incoming webhook.
@@ -15,8 +17,12 @@ type Slack struct {
 // ":x: rollout-aborted default/checkout shop/checkout:v2 (9f8d111): analysis
 // success-rate failed: result 0.91 < 0.99 [weights stable 100 / canary 0]".
 func SlackMessage(a Alert) Slack {
-	return Slack{Text: Line(a)}
+	// Slack reads <...> as links and & as an entity; its docs ask senders to
+	// escape exactly these three.
+	return Slack{Text: slackEscaper.Replace(Line(a))}
 }
+
+var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 // Line is the alert as one human-readable line.
 func Line(a Alert) string {
@@ -53,7 +59,10 @@ func Line(a Alert) string {
 		}
 		b.WriteString("]")
 	}
-	fmt.Fprintf(&b, " [weights stable %d / canary %d]", a.Weights.Stable, a.Weights.Canary)
+	// An alert about a file has no traffic to report.
+	if a.Weights != (api.Weights{}) {
+		fmt.Fprintf(&b, " [weights stable %d / canary %d]", a.Weights.Stable, a.Weights.Canary)
+	}
 	return b.String()
 }
 
@@ -78,7 +87,7 @@ func ToAlertmanager(a Alert) AlertmanagerAlert {
 	}
 	// A rollout is "namespace/name"; a file path that cannot be tied to a
 	// rollout has no namespace, and Alertmanager rejects empty labels.
-	if ns, name, ok := strings.Cut(a.Rollout, "/"); ok && name != "" && !strings.Contains(name, "/") {
+	if ns, ok := namespaceOf(a.Rollout); ok {
 		labels["namespace"] = ns
 	}
 	for k, v := range labels {
@@ -92,10 +101,12 @@ func ToAlertmanager(a Alert) AlertmanagerAlert {
 		"reason":      a.Reason,
 		"version":     a.Version,
 		"commit":      a.Commit,
-		"weights":     fmt.Sprintf("stable %d / canary %d", a.Weights.Stable, a.Weights.Canary),
 		"metric":      a.Metric,
 		"value":       a.Value,
 		"condition":   a.Condition,
+	}
+	if a.Weights != (api.Weights{}) {
+		ann["weights"] = fmt.Sprintf("stable %d / canary %d", a.Weights.Stable, a.Weights.Canary)
 	}
 	for k, v := range ann {
 		if v == "" {
@@ -103,4 +114,15 @@ func ToAlertmanager(a Alert) AlertmanagerAlert {
 		}
 	}
 	return AlertmanagerAlert{Labels: labels, Annotations: ann, StartsAt: a.Time}
+}
+
+// namespaceOf returns the namespace of a "namespace/name" rollout; a file
+// path (the rollout of an alert about a file) has none.
+func namespaceOf(rollout string) (string, bool) {
+	ns, name, ok := strings.Cut(rollout, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") ||
+		strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") {
+		return "", false
+	}
+	return ns, true
 }

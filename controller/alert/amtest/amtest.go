@@ -1,0 +1,240 @@
+// Package amtest starts a real Alertmanager (the Debian package
+// prometheus-alertmanager, installed by hack/test-deps.sh) for tests: on a
+// free loopback port, clustering disabled, state in a temp dir, stopped when
+// the test ends. The alert and e2e tests share it.
+package amtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// EnvBinary overrides where the alertmanager binary is looked up.
+const EnvBinary = "SLUICE_ALERTMANAGER"
+
+// config routes everything to a receiver that does nothing: the tests read
+// alerts back through the API.
+const config = `route:
+  receiver: "null"
+  group_wait: 1s
+receivers:
+- name: "null"
+`
+
+// Alertmanager is a running Alertmanager.
+type Alertmanager struct {
+	// URL is the base URL, e.g. http://127.0.0.1:40123.
+	URL string
+}
+
+// Binary finds the alertmanager executable: $SLUICE_ALERTMANAGER, the
+// Debian path, then alertmanager or prometheus-alertmanager on PATH.
+func Binary() (string, error) {
+	if p := os.Getenv(EnvBinary); p != "" {
+		return p, nil
+	}
+	if _, err := os.Stat("/usr/bin/prometheus-alertmanager"); err == nil {
+		return "/usr/bin/prometheus-alertmanager", nil
+	}
+	for _, name := range []string{"prometheus-alertmanager", "alertmanager"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("alertmanager binary not found: install the Debian package prometheus-alertmanager (run hack/test-deps.sh) or set %s", EnvBinary)
+}
+
+// Start runs an Alertmanager for the rest of the test. A missing binary
+// fails the test: CI installs it, so skipping would hide a broken setup.
+func Start(t testing.TB) *Alertmanager {
+	t.Helper()
+	bin, err := Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "alertmanager.yml")
+	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The port is picked, released and handed over, so another process can
+	// take it in between: try a few times.
+	var lastErr error
+	for range 3 {
+		am, err := start(t, bin, cfg, dir)
+		if err == nil {
+			return am
+		}
+		lastErr = err
+	}
+	t.Fatalf("start alertmanager: %v", lastErr)
+	return nil
+}
+
+func start(t testing.TB, bin, cfg, dir string) (*Alertmanager, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	storage, err := os.MkdirTemp(dir, "data")
+	if err != nil {
+		return nil, err
+	}
+	var out syncBuffer
+	cmd := exec.Command(bin,
+		"--config.file="+cfg,
+		"--storage.path="+storage,
+		"--web.listen-address="+addr,
+		"--cluster.listen-address=",
+		"--log.level=warn",
+	)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("run %s: %w", bin, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stop := func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	am := &Alertmanager{URL: "http://" + addr}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case err := <-exited:
+			exited <- err
+			return nil, fmt.Errorf("alertmanager exited: %v: %s", err, out.String())
+		default:
+		}
+		if am.ready() {
+			break
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, fmt.Errorf("alertmanager not ready on %s after 30s: %s", addr, out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			t.Logf("alertmanager output:\n%s", out.String())
+		}
+	})
+	return am, nil
+}
+
+func (am *Alertmanager) ready() bool {
+	resp, err := http.Get(am.URL + "/-/ready")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// Alert is the part of Alertmanager's GettableAlert the tests look at.
+type Alert struct {
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+	StartsAt    time.Time         `json:"startsAt"`
+	Status      struct {
+		State string `json:"state"`
+	} `json:"status"`
+}
+
+// Alerts lists the alerts Alertmanager holds (GET /api/v2/alerts).
+func (am *Alertmanager) Alerts(ctx context.Context) ([]Alert, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, am.URL+"/api/v2/alerts", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("get alerts: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("get alerts: status %d", resp.StatusCode)
+	}
+	var alerts []Alert
+	if err := json.NewDecoder(resp.Body).Decode(&alerts); err != nil {
+		return nil, fmt.Errorf("decode alerts: %w", err)
+	}
+	return alerts, nil
+}
+
+// WaitFor polls until an alert has every label in labels and returns it,
+// failing the test after timeout.
+func (am *Alertmanager) WaitFor(t testing.TB, labels map[string]string, timeout time.Duration) Alert {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var last []Alert
+	for {
+		alerts, err := am.Alerts(ctx)
+		if err == nil {
+			last = alerts
+			for _, a := range alerts {
+				if hasLabels(a.Labels, labels) {
+					return a
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no alert with labels %v in alertmanager after %s; it has %+v", labels, timeout, last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pick a port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// syncBuffer collects the process output; it is written by exec's copier
+// goroutine and read by the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.TrimSpace(s.b.String())
+}
