@@ -1,0 +1,174 @@
+package gitwatch
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	git "github.com/go-git/go-git/v5"
+	gitconfig "github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+)
+
+// remoteName is the one remote of the cache repository.
+const remoteName = "origin"
+
+// repoCache is the bare clone under CacheDir. A clone is an init followed
+// by the same incremental fetch every later poll does, so there is one code
+// path for both. It is used only by the Run goroutine.
+type repoCache struct {
+	dir  string
+	url  string
+	log  *slog.Logger
+	repo *git.Repository
+	st   *filesystem.Storage
+	// damaged is why the cache must be re-cloned before its next use; ""
+	// when it is fine.
+	damaged string
+}
+
+func newRepoCache(cacheDir, url string, log *slog.Logger) *repoCache {
+	// One directory per repository URL: pointing sluice at another
+	// repository never mixes objects or refs.
+	sum := sha256.Sum256([]byte(url))
+	dir := filepath.Join(cacheDir, hex.EncodeToString(sum[:8])+".git")
+	return &repoCache{dir: dir, url: url, log: log}
+}
+
+// markDamaged makes the next open re-clone.
+func (c *repoCache) markDamaged(reason error) {
+	c.damaged = reason.Error()
+}
+
+// open returns the cache repository, creating it when missing and
+// re-creating it (with a log line) when it cannot be opened or read.
+func (c *repoCache) open() (*git.Repository, error) {
+	if c.repo != nil && c.damaged == "" {
+		return c.repo, nil
+	}
+	if c.damaged != "" {
+		c.log.Warn("git cache is corrupt, re-cloning", "dir", c.dir, "reason", c.damaged)
+		c.damaged = ""
+		if err := c.reset(); err != nil {
+			return nil, err
+		}
+	}
+	repo, st, err := c.openExisting()
+	if err != nil {
+		if !errors.Is(err, git.ErrRepositoryNotExists) {
+			c.log.Warn("git cache is corrupt, re-cloning", "dir", c.dir, "reason", err.Error())
+		}
+		if err := c.reset(); err != nil {
+			return nil, err
+		}
+		repo, st, err = c.create()
+		if err != nil {
+			return nil, err
+		}
+	}
+	c.repo, c.st = repo, st
+	return repo, nil
+}
+
+func (c *repoCache) storage() *filesystem.Storage {
+	// KeepDescriptors keeps pack files open between reads: walking history
+	// and reading trees touch the same packs thousands of times.
+	return filesystem.NewStorageWithOptions(osfs.New(c.dir), cache.NewObjectLRUDefault(),
+		filesystem.Options{KeepDescriptors: true})
+}
+
+func (c *repoCache) openExisting() (*git.Repository, *filesystem.Storage, error) {
+	if _, err := os.Stat(c.dir); errors.Is(err, os.ErrNotExist) {
+		return nil, nil, git.ErrRepositoryNotExists
+	}
+	st := c.storage()
+	repo, err := git.Open(st, nil)
+	if err == nil {
+		err = c.verify(repo)
+	}
+	if err != nil {
+		_ = st.Close()
+		if errors.Is(err, git.ErrRepositoryNotExists) {
+			// The directory exists but holds no repository: damaged.
+			err = errors.New("no repository in cache directory")
+		}
+		return nil, nil, err
+	}
+	return repo, st, nil
+}
+
+// verify checks what every poll relies on: the remote is ours, and every
+// fetched branch head, its tree and its parents' commits are readable.
+func (c *repoCache) verify(repo *git.Repository) error {
+	rem, err := repo.Remote(remoteName)
+	if err != nil {
+		return fmt.Errorf("read remote: %w", err)
+	}
+	if urls := rem.Config().URLs; len(urls) != 1 || urls[0] != c.url {
+		return errors.New("cache belongs to another repository")
+	}
+	refs, err := repo.References()
+	if err != nil {
+		return fmt.Errorf("read refs: %w", err)
+	}
+	defer refs.Close()
+	return refs.ForEach(func(r *plumbing.Reference) error {
+		if !r.Name().IsRemote() || r.Type() != plumbing.HashReference {
+			return nil
+		}
+		cm, err := repo.CommitObject(r.Hash())
+		if err != nil {
+			return fmt.Errorf("read %s: %w", r.Name(), err)
+		}
+		if _, err := cm.Tree(); err != nil {
+			return fmt.Errorf("read tree of %s: %w", r.Name(), err)
+		}
+		for _, p := range cm.ParentHashes {
+			if _, err := repo.CommitObject(p); err != nil {
+				return fmt.Errorf("read parent of %s: %w", r.Name(), err)
+			}
+		}
+		return nil
+	})
+}
+
+func (c *repoCache) create() (*git.Repository, *filesystem.Storage, error) {
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("create cache: %w", err)
+	}
+	st := c.storage()
+	repo, err := git.Init(st, nil)
+	if err == nil {
+		_, err = repo.CreateRemote(&gitconfig.RemoteConfig{Name: remoteName, URLs: []string{c.url}})
+	}
+	if err != nil {
+		_ = st.Close()
+		return nil, nil, fmt.Errorf("init cache: %w", err)
+	}
+	c.log.Info("git cache created", "dir", c.dir)
+	return repo, st, nil
+}
+
+// reset closes and removes the cache repository. Only the per-URL
+// subdirectory is removed, never CacheDir itself.
+func (c *repoCache) reset() error {
+	c.close()
+	if err := os.RemoveAll(c.dir); err != nil {
+		return fmt.Errorf("remove damaged cache: %w", err)
+	}
+	return nil
+}
+
+func (c *repoCache) close() {
+	if c.st != nil {
+		_ = c.st.Close()
+	}
+	c.repo, c.st = nil, nil
+}
