@@ -1,0 +1,115 @@
+package analysis
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/api"
+)
+
+// Options configure an Engine.
+type Options struct {
+	Logger *slog.Logger
+	// Registry receives sluice_analysis_metric_value and
+	// sluice_analysis_runs_total; nil keeps them private.
+	Registry *prometheus.Registry
+	// HTTPClient is used by the web provider and for Prometheus queries;
+	// nil means a client with a 30s timeout.
+	HTTPClient *http.Client
+	// BearerTokenFile, when set, is read on every Prometheus query (so a
+	// rotated token is picked up) and sent as a bearer token, unless the
+	// metric names its own file. Never logged.
+	BearerTokenFile string
+	// ErrorRetryInterval is the wait after a failed measurement of a
+	// metric that has no interval (Argo: 10s).
+	ErrorRetryInterval time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Engine runs analysis runs. It is safe for concurrent use.
+type Engine struct {
+	log     *slog.Logger
+	http    *http.Client
+	token   string
+	retry   time.Duration
+	now     func() time.Time
+	metrics *engineMetrics
+}
+
+// New builds an Engine.
+func New(opts Options) (*Engine, error) {
+	e := &Engine{
+		log:   opts.Logger,
+		http:  opts.HTTPClient,
+		token: opts.BearerTokenFile,
+		retry: opts.ErrorRetryInterval,
+		now:   opts.Now,
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	if e.http == nil {
+		e.http = &http.Client{Timeout: 30 * time.Second}
+	}
+	if e.retry <= 0 {
+		e.retry = 10 * time.Second
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m, err := newEngineMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	e.metrics = m
+	return e, nil
+}
+
+// RunSpec describes one analysis run: an analysis step or a rollout's
+// background analysis.
+type RunSpec struct {
+	// Name identifies the run in status, e.g. "success-rate-3".
+	Name string
+	// Rollout labels the metrics.
+	Rollout api.Key
+	// Templates are the resolved templates, in step order.
+	Templates []*api.AnalysisTemplate
+	// Args are the step's arguments; they override template defaults.
+	Args []api.Arg
+	// DryRun and MeasurementRetention come from the step and add to the
+	// templates' own.
+	DryRun               []string
+	MeasurementRetention map[string]int
+	// Builtins are sluice's own argument values (api.ArgCanary, ArgStable,
+	// ArgRollout, ArgNamespace), used when no step arg sets them.
+	Builtins map[string]string
+}
+
+// Start begins a run in its own goroutines and returns at once. report is
+// called from one goroutine at a time: once when the run starts, after
+// every measurement, and exactly once with a completed phase, after which
+// the run is over. stop ends the run early and waits for its goroutines;
+// no report is made after stop returns. stop may be called more than once
+// but not from inside report.
+func (e *Engine) Start(ctx context.Context, spec RunSpec, report func(RunStatus)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	r := e.newRun(spec, report)
+	go func() {
+		defer close(done)
+		r.run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}

@@ -1,0 +1,191 @@
+package analysis
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/sluice-dev/sluice/api"
+)
+
+// Class is a judge's classification of one metric, as in Kayenta.
+type Class string
+
+// Classes.
+const (
+	ClassPass   Class = "Pass"
+	ClassHigh   Class = "High"
+	ClassLow    Class = "Low"
+	ClassNoData Class = "NoData"
+)
+
+// Score thresholds of a judged run (Kayenta's defaults).
+const (
+	ScorePass     = 95.0
+	ScoreMarginal = 75.0
+)
+
+// Judgement is the judge's verdict on one metric.
+type Judgement struct {
+	Class          Class
+	Test           MannWhitney
+	CanaryMedian   float64
+	BaselineMedian float64
+	// Allowed is the shift tolerated either way: tolerance × |baseline median|.
+	Allowed            float64
+	CanaryN, BaselineN int
+	Confidence         float64
+	MinSamples         int
+	Direction          api.Direction
+}
+
+// Score is the metric's contribution: 100 for Pass, 0 otherwise.
+func (j Judgement) Score() float64 {
+	if j.Class == ClassPass {
+		return 100
+	}
+	return 0
+}
+
+// String is a one-line explanation for status and alerts.
+func (j Judgement) String() string {
+	if j.Class == ClassNoData {
+		return fmt.Sprintf("not enough data: canary %d, baseline %d samples (minSamples %d)", j.CanaryN, j.BaselineN, j.MinSamples)
+	}
+	return fmt.Sprintf("%s: canary median %s vs baseline %s, shift %s, %g%% CI [%s, %s], allowed ±%s, p=%.3g",
+		j.Class, formatFloat(j.CanaryMedian), formatFloat(j.BaselineMedian), formatFloat(j.Test.Shift),
+		j.Confidence*100, formatFloat(j.Test.Lower), formatFloat(j.Test.Upper), formatFloat(j.Allowed), j.Test.P)
+}
+
+// JudgeConfig fills the judge defaults (Kayenta's confidence 0.98 and
+// tolerance 0.25, 20 samples, direction either) into c.
+func JudgeConfig(c api.JudgeProvider) api.JudgeProvider {
+	if c.Confidence <= 0 || c.Confidence >= 1 {
+		c.Confidence = api.DefaultJudgeConfidence
+	}
+	if c.Tolerance <= 0 {
+		c.Tolerance = api.DefaultJudgeTolerance
+	}
+	if c.MinSamples <= 0 {
+		c.MinSamples = api.DefaultJudgeMinSamples
+	}
+	if c.Lookback <= 0 {
+		c.Lookback = api.DefaultJudgeLookback
+	}
+	if c.Step <= 0 {
+		c.Step = api.DefaultJudgeStep
+	}
+	if c.Direction == "" {
+		c.Direction = api.DirectionEither
+	}
+	return c
+}
+
+// Judge classifies canary samples against baseline samples. A metric is
+// High (Low) when the whole confidence interval of the Hodges–Lehmann
+// shift lies above (below) the tolerated band ±tolerance·|baseline
+// median| and the test is significant; only the direction the config
+// calls bad can fail. Fewer than minSamples on either side is NoData:
+// never a pass. NaN samples (no traffic in that step) are dropped.
+func Judge(canary, baseline []float64, c api.JudgeProvider) Judgement {
+	c = JudgeConfig(c)
+	canary, baseline = finite(canary), finite(baseline)
+	j := Judgement{
+		CanaryN: len(canary), BaselineN: len(baseline),
+		Confidence: c.Confidence, MinSamples: c.MinSamples, Direction: c.Direction,
+	}
+	if len(canary) < c.MinSamples || len(baseline) < c.MinSamples {
+		j.Class = ClassNoData
+		return j
+	}
+	j.CanaryMedian, j.BaselineMedian = median(canary), median(baseline)
+	j.Allowed = c.Tolerance * math.Abs(j.BaselineMedian)
+	j.Test = MannWhitneyU(canary, baseline, c.Confidence)
+	significant := j.Test.P < 1-c.Confidence
+	j.Class = ClassPass
+	switch {
+	case significant && j.Test.Lower > j.Allowed && c.Direction != api.DirectionDecrease:
+		j.Class = ClassHigh
+	case significant && j.Test.Upper < -j.Allowed && c.Direction != api.DirectionIncrease:
+		j.Class = ClassLow
+	}
+	return j
+}
+
+// MetricScore is one judged metric's part in a run score.
+type MetricScore struct {
+	Class    Class
+	Critical bool
+}
+
+// RunScore scores a run as Kayenta does with equal weights: the share of
+// judged metrics that pass, times 100; a critical metric that fails makes
+// it 0. NoData counts as not passing.
+func RunScore(ms []MetricScore) float64 {
+	if len(ms) == 0 {
+		return 0
+	}
+	pass := 0
+	for _, m := range ms {
+		if m.Class == ClassPass {
+			pass++
+		} else if m.Critical {
+			return 0
+		}
+	}
+	return 100 * float64(pass) / float64(len(ms))
+}
+
+// ScorePhase maps a score to a verdict: pass >= 95, marginal >= 75
+// (Inconclusive: a person decides), else Failed.
+func ScorePhase(score float64) Phase {
+	switch {
+	case score >= ScorePass:
+		return PhaseSuccessful
+	case score >= ScoreMarginal:
+		return PhaseInconclusive
+	}
+	return PhaseFailed
+}
+
+// judgeScore is the run score over the judge metrics that have measured,
+// for RunStatus; nil when the run has none.
+func judgeScore(metrics []Metric, status []MetricStatus) *float64 {
+	var ms []MetricScore
+	for i, m := range metrics {
+		if m.Provider.Judge == nil || m.DryRun || len(status[i].Measurements) == 0 {
+			continue
+		}
+		last := status[i].Measurements[len(status[i].Measurements)-1]
+		c := ClassPass
+		if last.Value != "100" {
+			c = ClassHigh // any non-pass outcome, for scoring
+		}
+		ms = append(ms, MetricScore{Class: c, Critical: m.critical})
+	}
+	if len(ms) == 0 {
+		return nil
+	}
+	s := RunScore(ms)
+	return &s
+}
+
+func finite(v []float64) []float64 {
+	out := make([]float64, 0, len(v))
+	for _, f := range v {
+		if !math.IsNaN(f) && !math.IsInf(f, 0) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}

@@ -1,0 +1,72 @@
+package analysis
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+
+	"github.com/sluice-dev/sluice/api"
+)
+
+// judgeProvider fetches canary and baseline samples with two Prometheus
+// range queries over the lookback window and judges them.
+type judgeProvider struct {
+	api promv1.API
+	cfg api.JudgeProvider
+	now func() time.Time
+}
+
+func (e *Engine) newJudge(c *api.JudgeProvider) (provider, error) {
+	a, err := e.promAPI(c.Address, nil, "", false)
+	if err != nil {
+		return nil, err
+	}
+	return &judgeProvider{api: a, cfg: JudgeConfig(*c), now: e.now}, nil
+}
+
+func (p *judgeProvider) measure(ctx context.Context, _ *Metric) (Result, error) {
+	end := p.now()
+	r := promv1.Range{Start: end.Add(-p.cfg.Lookback), End: end, Step: p.cfg.Step}
+	canary, err := p.samples(ctx, "canaryQuery", p.cfg.CanaryQuery, r)
+	if err != nil {
+		return Result{}, err
+	}
+	baseline, err := p.samples(ctx, "baselineQuery", p.cfg.BaselineQuery, r)
+	if err != nil {
+		return Result{}, err
+	}
+	j := Judge(canary, baseline, p.cfg)
+	if j.Class == ClassNoData {
+		return Result{Phase: PhaseInconclusive, Message: j.String()}, nil
+	}
+	s := j.Score()
+	return Result{Value: s, Text: formatFloat(s), Message: j.String()}, nil
+}
+
+// samples runs one range query; each point of its single series is a
+// sample. Several series are an error: the query must aggregate.
+func (p *judgeProvider) samples(ctx context.Context, field, query string, r promv1.Range) ([]float64, error) {
+	v, _, _, err := p.api.QueryRange(ctx, query, r)
+	if err != nil {
+		return nil, fmt.Errorf("judge %s: %w", field, err)
+	}
+	m, ok := v.(model.Matrix)
+	if !ok {
+		return nil, fmt.Errorf("judge %s: want a range vector, got %s", field, v.Type())
+	}
+	switch len(m) {
+	case 0:
+		return nil, nil
+	case 1:
+	default:
+		return nil, fmt.Errorf("judge %s: %d series; aggregate the query to one (e.g. sum(...))", field, len(m))
+	}
+	out := make([]float64, len(m[0].Values))
+	for i, sp := range m[0].Values {
+		out[i] = float64(sp.Value)
+	}
+	return out, nil
+}
