@@ -1,0 +1,184 @@
+package rollout
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/sluice-dev/sluice/api"
+)
+
+// change applies a new version of the rollout's strategy.
+func (m *machine) change(c Change) {
+	if c.Class == ClassRemoved || c.Rollout == nil {
+		m.remove(c.Commit)
+		return
+	}
+	if m.s.Key == (api.Key{}) {
+		m.s.Key = c.Rollout.Key
+	}
+	if m.s.Removed && m.s.CanaryVersion != "" && !m.s.Aborted {
+		// Managed again: the stopped step and background run start over.
+		m.s.Cursor = CursorEnter
+		m.s.BackgroundRun = ""
+	}
+	m.s.Removed = false
+	m.s.Errors = nil
+	m.s.ErrorCommit = ""
+	if m.s.Spec == nil || m.s.StableVersion == "" {
+		m.first(c.Commit, c.Rollout)
+		return
+	}
+	if len(c.Risky) > 0 {
+		m.s.Pending = &Pending{Commit: c.Commit, Class: c.Class, Rollout: c.Rollout, Reasons: c.Risky}
+		m.alert(AlertRolloutPaused, c.Commit, "waiting for approval: "+strings.Join(c.Risky, "; "), "approval")
+		return
+	}
+	// A newer change that needs no approval supersedes a pending one.
+	m.s.Pending = nil
+	m.apply(c.Commit, c.Rollout)
+}
+
+// first makes the first version ever seen stable at 100 %.
+func (m *machine) first(commit string, r *api.Rollout) {
+	m.s.Spec = r
+	m.s.Commit = commit
+	m.s.StableVersion = r.Version
+	m.s.CanaryVersion = ""
+	m.s.Weights = api.CanaryWeights(0)
+	m.s.StepIndex = m.s.StepCount()
+	m.s.Cursor = CursorDone
+	m.pushTraffic()
+}
+
+// apply puts an accepted (approved or not risky) change in force. The
+// versions decide what it is: the version in flight (or stable, with no
+// canary) means an edit; the stable version while a canary is in flight
+// means a rollback; anything else starts a new canary.
+func (m *machine) apply(commit string, r *api.Rollout) {
+	current := m.s.StableVersion
+	if m.s.CanaryVersion != "" {
+		current = m.s.CanaryVersion
+	}
+	switch r.Version {
+	case current:
+		m.edit(commit, r)
+	case m.s.StableVersion:
+		m.rollback(commit, r)
+	default:
+		m.newCanary(commit, r)
+	}
+}
+
+// edit takes a same-version change: the canary continues from its current
+// step (clamped to the new step count); the current step starts over only
+// when it changed. Traffic is pushed again if endpoints or host changed.
+func (m *machine) edit(commit string, r *api.Rollout) {
+	old := m.s.Spec
+	oldTraffic := m.s.Traffic()
+	m.s.Spec = r
+	m.s.Commit = commit
+	if !m.s.CanaryActive() {
+		if m.s.CanaryVersion == "" {
+			m.s.StepIndex = m.s.StepCount()
+		}
+		if !reflect.DeepEqual(oldTraffic, m.s.Traffic()) {
+			m.pushTraffic()
+		}
+		return
+	}
+	if !reflect.DeepEqual(old.Background, r.Background) {
+		m.stopRun(m.s.BackgroundRun)
+		m.s.BackgroundRun = ""
+		if m.s.Hold != nil && m.s.Hold.Kind == HoldInconclusive && m.s.Hold.Run != m.s.StepRun {
+			m.s.Hold = nil
+		}
+	}
+	idx := m.s.StepIndex
+	if n := m.s.StepCount(); idx > n {
+		idx = n
+	}
+	if idx != m.s.StepIndex || !sameStep(old.Steps, r.Steps, idx) {
+		m.stopStepWork()
+		m.s.StepIndex = idx
+		m.s.Cursor = CursorEnter
+	}
+	if !reflect.DeepEqual(oldTraffic, m.s.Traffic()) {
+		m.pushTraffic()
+	}
+	m.advance()
+}
+
+// sameStep reports whether both step lists have the same step at i.
+func sameStep(a, b []api.Step, i int32) bool {
+	if int(i) >= len(a) || int(i) >= len(b) {
+		return int(i) >= len(a) && int(i) >= len(b)
+	}
+	return reflect.DeepEqual(a[i], b[i])
+}
+
+// rollback drops the canary because the stable version was pushed again:
+// all traffic to stable, no steps, Healthy.
+func (m *machine) rollback(commit string, r *api.Rollout) {
+	m.stopAll()
+	m.s.BackgroundRun = ""
+	m.s.Spec = r
+	m.s.Commit = commit
+	m.s.CanaryVersion = ""
+	m.s.Aborted = false
+	m.s.AbortReason = ""
+	m.s.Attempt = 0
+	m.s.Weights = api.CanaryWeights(0)
+	m.s.HeaderRoutes = nil
+	m.s.MirrorRoutes = nil
+	m.s.StepIndex = m.s.StepCount()
+	m.s.Cursor = CursorDone
+	m.pushTraffic()
+}
+
+// newCanary starts the steps from the first for r's version; a canary in
+// flight is dropped (its runs stopped, its routes removed) and stable stays.
+func (m *machine) newCanary(commit string, r *api.Rollout) {
+	replaced := ""
+	if m.s.CanaryActive() {
+		replaced = m.s.CanaryVersion
+	}
+	m.stopAll()
+	m.s.Spec = r
+	m.s.Commit = commit
+	m.s.Runs = nil
+	m.s.StepRun = ""
+	m.s.BackgroundRun = ""
+	m.s.CanaryVersion = r.Version
+	m.s.Aborted = false
+	m.s.AbortReason = ""
+	m.s.Attempt = 0
+	m.s.Weights = api.CanaryWeights(0)
+	m.s.HeaderRoutes = nil
+	m.s.MirrorRoutes = nil
+	m.s.StepIndex = 0
+	m.s.Cursor = CursorEnter
+	m.pushTraffic()
+	reason := fmt.Sprintf("canary %s against stable %s", r.Version, m.s.StableVersion)
+	if replaced != "" {
+		reason += fmt.Sprintf(" (replaces canary %s)", replaced)
+	}
+	m.alert(AlertRolloutStarted, commit, reason)
+	m.advance()
+}
+
+// remove stops managing the rollout and leaves its last traffic in place.
+func (m *machine) remove(commit string) {
+	if m.s.Spec == nil || m.s.Removed {
+		return
+	}
+	m.stopAll()
+	m.s.Pending = nil
+	m.s.Removed = true
+	if commit == "" {
+		commit = m.s.Commit
+	}
+	m.alert(AlertRolloutUnmanaged, commit, fmt.Sprintf(
+		"rollout file removed: sluice stops managing it and leaves its traffic as it was (stable %s %d%%, canary %s %d%%)",
+		m.s.StableVersion, m.s.Weights.Stable, m.s.CanaryVersion, m.s.Weights.Canary))
+}

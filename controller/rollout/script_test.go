@@ -1,0 +1,380 @@
+package rollout
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/api"
+)
+
+// This file is a small interpreter for scenario scripts (testdata/*.txt),
+// in the spirit of etcd raft's interaction tests: a script line "> cmd"
+// feeds one event to Step, and the lines after it are what Step did.
+
+var testKey = api.Key{Namespace: "default", Name: "checkout"}
+
+// harness drives one rollout through Step.
+type harness struct {
+	specs map[string]*api.Rollout
+	state State
+	acts  []Action
+}
+
+func newHarness() *harness { return &harness{specs: map[string]*api.Rollout{}} }
+
+// parseArgs splits `a b=c d="e f"` into positional words and key=value
+// pairs; values may be Go-quoted.
+func parseArgs(line string) (words []string, kv map[string]string, err error) {
+	kv = map[string]string{}
+	for line = strings.TrimSpace(line); line != ""; line = strings.TrimSpace(line) {
+		end := 0
+		inQuote := false
+		for end < len(line) && (inQuote || line[end] != ' ') {
+			if line[end] == '"' && (end == 0 || line[end-1] != '\\') {
+				inQuote = !inQuote
+			}
+			end++
+		}
+		tok := line[:end]
+		line = line[end:]
+		k, v, ok := strings.Cut(tok, "=")
+		if !ok {
+			words = append(words, tok)
+			continue
+		}
+		if strings.HasPrefix(v, `"`) {
+			if v, err = strconv.Unquote(v); err != nil {
+				return nil, nil, fmt.Errorf("unquote %s: %w", tok, err)
+			}
+		}
+		kv[k] = v
+	}
+	return words, kv, nil
+}
+
+// parseSteps reads "setWeight 20; pause 30s; pause; analysis a+b;
+// header NAME h=v; header NAME; mirror NAME 50; mirror NAME; scale".
+func parseSteps(s string) ([]api.Step, error) {
+	var steps []api.Step
+	for _, part := range strings.Split(s, ";") {
+		f := strings.Fields(part)
+		if len(f) == 0 {
+			continue
+		}
+		switch f[0] {
+		case "setWeight":
+			w, err := strconv.Atoi(f[1])
+			if err != nil {
+				return nil, err
+			}
+			steps = append(steps, api.Step{Kind: api.StepSetWeight, Weight: int32(w)})
+		case "pause":
+			p := &api.Pause{}
+			if len(f) > 1 {
+				d, err := time.ParseDuration(f[1])
+				if err != nil {
+					return nil, err
+				}
+				p.Duration = d
+			}
+			steps = append(steps, api.Step{Kind: api.StepPause, Pause: p})
+		case "analysis":
+			steps = append(steps, api.Step{Kind: api.StepAnalysis, Analysis: analysisOf(f[1])})
+		case "header":
+			hr := &api.HeaderRoute{Name: f[1]}
+			for _, m := range f[2:] {
+				k, v, _ := strings.Cut(m, "=")
+				hr.Match = append(hr.Match, api.HeaderMatch{HeaderName: k, HeaderValue: api.StringMatch{Exact: v}})
+			}
+			steps = append(steps, api.Step{Kind: api.StepSetHeaderRoute, HeaderRoute: hr})
+		case "mirror":
+			mr := &api.MirrorRoute{Name: f[1]}
+			if len(f) > 2 {
+				p, err := strconv.Atoi(f[2])
+				if err != nil {
+					return nil, err
+				}
+				mr.Percentage = int32(p)
+				mr.Match = []api.RouteMatch{{Path: &api.StringMatch{Prefix: "/"}}}
+			}
+			steps = append(steps, api.Step{Kind: api.StepSetMirrorRoute, MirrorRoute: mr})
+		case "scale":
+			r := int32(1)
+			steps = append(steps, api.Step{Kind: api.StepSetCanaryScale, CanaryScale: &api.CanaryScale{Replicas: &r}})
+		default:
+			return nil, fmt.Errorf("unknown step %q", f[0])
+		}
+	}
+	return steps, nil
+}
+
+func analysisOf(names string) *api.Analysis {
+	a := &api.Analysis{}
+	for _, n := range strings.Split(names, "+") {
+		a.Templates = append(a.Templates, api.TemplateRef{Name: n})
+	}
+	return a
+}
+
+// specOf builds a rollout from `version=V steps="..." bg=tmpl@N host=H`.
+func specOf(kv map[string]string) (*api.Rollout, error) {
+	steps, err := parseSteps(kv["steps"])
+	if err != nil {
+		return nil, err
+	}
+	host := kv["host"]
+	if host == "" {
+		host = "checkout.internal"
+	}
+	r := &api.Rollout{Key: testKey, Version: kv["version"], Steps: steps, XDS: &api.XDSConfig{
+		Host: host,
+		Endpoints: map[string][]string{
+			"v1": {"127.0.0.1:9001"}, "v2": {"127.0.0.1:9002"}, "v3": {"127.0.0.1:9003"},
+		},
+	}}
+	if bg := kv["bg"]; bg != "" {
+		names, start, _ := strings.Cut(bg, "@")
+		n, _ := strconv.Atoi(start)
+		r.Background = &api.BackgroundAnalysis{Analysis: *analysisOf(names), StartingStep: int32(n)}
+	}
+	return r, nil
+}
+
+// run executes one script line and returns its output lines.
+func (h *harness) run(line string) ([]string, error) {
+	words, kv, err := parseArgs(line)
+	if err != nil {
+		return nil, err
+	}
+	if len(words) == 0 {
+		return nil, fmt.Errorf("empty command")
+	}
+	var ev Event
+	var out []string
+	switch cmd := words[0]; cmd {
+	case "spec":
+		r, err := specOf(kv)
+		if err != nil {
+			return nil, err
+		}
+		h.specs[words[1]] = r
+		return nil, nil
+	case "change":
+		r, ok := h.specs[words[1]]
+		if !ok {
+			return nil, fmt.Errorf("no spec %s", words[1])
+		}
+		c := Change{Commit: kv["commit"], Class: Class(kv["class"]), Rollout: r}
+		if c.Commit == "" {
+			c.Commit = "commit-" + words[1]
+		}
+		if risky := kv["risky"]; risky != "" {
+			c.Risky = strings.Split(risky, ";")
+		}
+		ev = c
+	case "remove":
+		ev = Change{Commit: kv["commit"], Class: ClassRemoved}
+	case "invalid":
+		ev = Invalid{Commit: kv["commit"], Errors: api.Diagnostics{{
+			File: "rollouts/checkout.yaml", Line: 7, Field: "spec.strategy.canary.steps[0].setWeight",
+			Message: kv["error"], Severity: api.SeverityError,
+		}}}
+	case "ack", "nack", "acktimeout":
+		gen := h.state.TrafficGen
+		if g, ok := kv["gen"]; ok {
+			n, err := strconv.ParseUint(g, 10, 64)
+			if err != nil {
+				return nil, err
+			}
+			gen = n
+		}
+		switch cmd {
+		case "ack":
+			ev = TrafficAcked{Gen: gen}
+		case "nack":
+			ev = TrafficNacked{Gen: gen, Reason: kv["reason"]}
+		default:
+			ev = TrafficAckTimeout{Gen: gen}
+		}
+	case "fire":
+		id := kv["id"]
+		if id == "" && h.state.Timer != nil {
+			id = h.state.Timer.ID
+		}
+		ev = TimerFired{ID: id}
+	case "result":
+		run := kv["run"]
+		switch run {
+		case "", "step":
+			run = h.state.StepRun
+		case "background":
+			run = h.state.BackgroundRun
+		}
+		res := AnalysisResult{Run: run, Phase: AnalysisPhase(kv["phase"]), Message: kv["msg"],
+			Metric: kv["metric"], Value: kv["value"], Condition: kv["cond"]}
+		if kv["metric"] != "" {
+			res.Metrics = []MetricStatus{{Name: kv["metric"], Phase: res.Phase, Value: kv["value"]}}
+		}
+		ev = res
+	case "promote", "promote-full", "abort", "retry", "approve", "pause", "resume":
+		c := Command{Kind: CommandKind(cmd)}
+		if err := h.state.Allows(c.Kind); err != nil {
+			out = append(out, "refused: "+err.Error())
+		}
+		ev = c
+	case "restart":
+		// A restart starts from what the store kept: the state as JSON.
+		b, err := json.Marshal(h.state)
+		if err != nil {
+			return nil, err
+		}
+		var s State
+		if err := json.Unmarshal(b, &s); err != nil {
+			return nil, err
+		}
+		h.state = s
+		ev = Restart{}
+	case "status":
+		b, err := json.MarshalIndent(h.state.Status(), "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		return strings.Split(string(b), "\n"), nil
+	default:
+		return nil, fmt.Errorf("unknown command %q", cmd)
+	}
+	before := h.state.Seq
+	h.state, h.acts = Step(h.state, ev)
+	if h.state.Seq == before {
+		return append(out, "(no change)"), nil
+	}
+	for _, a := range h.acts {
+		out = append(out, formatAction(a))
+	}
+	return append(out, formatState(h.state)), nil
+}
+
+func formatAction(a Action) string {
+	switch a := a.(type) {
+	case SetTraffic:
+		t := a.Traffic
+		s := fmt.Sprintf("set-traffic gen=%d stable=%s:%d canary=%s:%d", a.Gen, t.StableVersion, t.Weights.Stable, t.CanaryVersion, t.Weights.Canary)
+		for _, r := range t.HeaderRoutes {
+			s += " header=" + r.Name
+		}
+		for _, r := range t.MirrorRoutes {
+			s += fmt.Sprintf(" mirror=%s:%d", r.Name, r.Percentage)
+		}
+		if t.SessionAffinity != nil {
+			s += " sticky"
+		}
+		return s
+	case StartAnalysis:
+		keys := make([]string, 0, len(a.Args))
+		for k := range a.Args {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var args []string
+		for _, k := range keys {
+			args = append(args, k+"="+a.Args[k])
+		}
+		return fmt.Sprintf("start-analysis %s kind=%s templates=%s %s", a.Run, a.Kind, a.Analysis.TemplateNames(), strings.Join(args, " "))
+	case StopAnalysis:
+		return "stop-analysis " + a.Run
+	case StartTimer:
+		return fmt.Sprintf("start-timer %s %s", a.Timer.ID, a.Timer.Duration)
+	case CancelTimer:
+		return "cancel-timer " + a.ID
+	case Notify:
+		s := fmt.Sprintf("alert %s %s %q", a.Alert.ID, a.Alert.Severity, a.Alert.Reason)
+		if a.Alert.Metric != "" {
+			s += fmt.Sprintf(" metric=%s value=%s cond=%q", a.Alert.Metric, a.Alert.Value, a.Alert.Condition)
+		}
+		return s
+	}
+	return fmt.Sprintf("unknown action %T", a)
+}
+
+func formatState(s State) string {
+	out := fmt.Sprintf("-> %s step=%d/%d cursor=%s w=%d/%d stable=%s canary=%s",
+		s.Phase, s.StepIndex, s.StepCount(), s.Cursor, s.Weights.Stable, s.Weights.Canary, s.StableVersion, s.CanaryVersion)
+	if out = strings.Replace(out, "cursor= ", "cursor=Enter ", 1); s.Timer != nil {
+		out += " timer=" + s.Timer.ID
+	}
+	if s.Hold != nil {
+		out += " hold=" + string(s.Hold.Kind)
+	}
+	if s.UserPaused {
+		out += " user-paused"
+	}
+	if s.Aborted {
+		out += " aborted"
+	}
+	if s.Pending != nil {
+		out += " pending=" + short(s.Pending.Commit)
+	}
+	for _, r := range s.Runs {
+		out += fmt.Sprintf(" run=%s:%s", r.Name, r.Phase)
+	}
+	return out + fmt.Sprintf(" msg=%q", s.Message)
+}
+
+// checkInvariants are the properties every state must have.
+func checkInvariants(s State) error {
+	w := s.Weights
+	if w.Stable < 0 || w.Stable > 100 || w.Canary < 0 || w.Canary > 100 || w.Stable+w.Canary != 100 {
+		if s.Spec != nil {
+			return fmt.Errorf("bad weights %+v", w)
+		}
+	}
+	if s.Aborted && (w.Canary != 0 || len(s.HeaderRoutes) > 0 || len(s.MirrorRoutes) > 0) {
+		return fmt.Errorf("aborted with canary traffic: %+v %v %v", w, s.HeaderRoutes, s.MirrorRoutes)
+	}
+	if s.Phase == PhaseHealthy && (s.CanaryVersion != "" || w.Canary != 0 || len(s.HeaderRoutes) > 0) {
+		return fmt.Errorf("healthy with a canary: %q %+v", s.CanaryVersion, w)
+	}
+	if s.Spec != nil && (s.StepIndex < 0 || s.StepIndex > s.StepCount()) {
+		return fmt.Errorf("step index %d out of 0..%d", s.StepIndex, s.StepCount())
+	}
+	active := 0
+	for _, r := range s.Runs {
+		if !r.Phase.Terminal() {
+			active++
+		}
+	}
+	if active > 2 {
+		return fmt.Errorf("%d unfinished runs", active)
+	}
+	if fin := len(s.Runs) - active; fin > maxFinishedRuns {
+		return fmt.Errorf("%d finished runs kept", fin)
+	}
+	return nil
+}
+
+func TestParseArgs(t *testing.T) {
+	tests := []struct {
+		in    string
+		words []string
+		kv    map[string]string
+	}{
+		{"change a commit=c1", []string{"change", "a"}, map[string]string{"commit": "c1"}},
+		{`spec s steps="setWeight 20; pause"`, []string{"spec", "s"}, map[string]string{"steps": "setWeight 20; pause"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			w, kv, err := parseArgs(tt.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(w) != fmt.Sprint(tt.words) || fmt.Sprint(kv) != fmt.Sprint(tt.kv) {
+				t.Errorf("got %v %v, want %v %v", w, kv, tt.words, tt.kv)
+			}
+		})
+	}
+}

@@ -1,0 +1,70 @@
+package rollout
+
+import (
+	"github.com/sluice-dev/sluice/api"
+)
+
+// Status is RolloutStatus of the HTTP API; its JSON field names are a
+// contract (DESIGN §5). Slices are never nil, so they encode as [].
+type Status struct {
+	Namespace     string            `json:"namespace"`
+	Name          string            `json:"name"`
+	Phase         Phase             `json:"phase"`
+	Message       string            `json:"message"`
+	Commit        string            `json:"commit"`
+	StableVersion string            `json:"stableVersion"`
+	CanaryVersion string            `json:"canaryVersion"`
+	StepIndex     int32             `json:"stepIndex"`
+	StepCount     int32             `json:"stepCount"`
+	Weights       api.Weights       `json:"weights"`
+	HeaderRoutes  []api.HeaderRoute `json:"headerRoutes"`
+	AnalysisRuns  []RunStatus       `json:"analysisRuns"`
+	Aborted       bool              `json:"aborted"`
+	Errors        []ErrorStatus     `json:"errors"`
+}
+
+// RunStatus is one analysis run in Status.
+type RunStatus struct {
+	Name    string         `json:"name"`
+	Phase   AnalysisPhase  `json:"phase"`
+	Metrics []MetricStatus `json:"metrics"`
+}
+
+// ErrorStatus is one load error in Status.
+type ErrorStatus struct {
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// Status converts the state into the API's RolloutStatus.
+func (s State) Status() Status {
+	st := Status{
+		Namespace:     s.Key.Namespace,
+		Name:          s.Key.Name,
+		Phase:         s.Phase,
+		Message:       s.Message,
+		Commit:        s.Commit,
+		StableVersion: s.StableVersion,
+		CanaryVersion: s.CanaryVersion,
+		StepIndex:     s.StepIndex,
+		StepCount:     s.StepCount(),
+		Weights:       s.Weights,
+		HeaderRoutes:  append([]api.HeaderRoute{}, s.HeaderRoutes...),
+		AnalysisRuns:  []RunStatus{},
+		Aborted:       s.Aborted,
+		Errors:        []ErrorStatus{},
+	}
+	runs := s.Runs
+	if len(runs) > maxFinishedRuns {
+		runs = runs[len(runs)-maxFinishedRuns:]
+	}
+	for _, r := range runs {
+		st.AnalysisRuns = append(st.AnalysisRuns, RunStatus{Name: r.Name, Phase: r.Phase, Metrics: append([]MetricStatus{}, r.Metrics...)})
+	}
+	for _, d := range s.Errors {
+		st.Errors = append(st.Errors, ErrorStatus{File: d.File, Line: d.Line, Field: d.Field, Message: d.Message})
+	}
+	return st
+}

@@ -1,0 +1,74 @@
+package rollout
+
+import (
+	"fmt"
+	"strings"
+)
+
+// summarize derives Phase and Message from the rest of the state, in one
+// place, at the end of every Step.
+func (m *machine) summarize() {
+	s := &m.s
+	s.Phase, s.Message = phaseAndMessage(*s)
+	if len(s.Errors) > 0 {
+		msg := fmt.Sprintf("invalid strategy in commit %s: %s", short(s.ErrorCommit), s.Errors[0].String())
+		if s.Spec != nil {
+			msg += "; the previous good version keeps running (" + s.Message + ")"
+		}
+		s.Message = msg
+	}
+	if s.Removed {
+		s.Message = "not managed: rollout file removed; traffic left as it was (" + s.Message + ")"
+	}
+}
+
+func phaseAndMessage(s State) (Phase, string) {
+	n := s.StepCount()
+	at := func() string {
+		if st, ok := (&machine{s: s}).currentStep(); ok {
+			return fmt.Sprintf("step %d/%d: %s", s.StepIndex+1, n, st)
+		}
+		return fmt.Sprintf("step %d/%d", s.StepIndex+1, n)
+	}
+	switch {
+	case s.Spec == nil:
+		if len(s.Errors) > 0 {
+			return PhaseDegraded, "invalid strategy"
+		}
+		return "", ""
+	case s.Aborted:
+		return PhaseDegraded, fmt.Sprintf("aborted at step %d/%d: %s", s.StepIndex+1, n, s.AbortReason)
+	case s.Pending != nil:
+		return PhasePaused, fmt.Sprintf("waiting for approval of commit %s: %s", short(s.Pending.Commit), strings.Join(s.Pending.Reasons, "; "))
+	case s.CanaryVersion == "":
+		return PhaseHealthy, fmt.Sprintf("stable %s at 100%%", s.StableVersion)
+	case s.Removed:
+		return PhasePaused, at()
+	case s.UserPaused:
+		return PhasePaused, at() + " (paused by operator)"
+	case s.Hold != nil:
+		return PhasePaused, at() + " (" + s.Hold.Reason + ")"
+	}
+	msg := at()
+	st, _ := (&machine{s: s}).currentStep()
+	switch s.Cursor {
+	case CursorAwaitAck:
+		msg += " (waiting for xDS ACK)"
+	case CursorRunning, CursorDone:
+		if s.AckTimedOut {
+			msg += " (xDS ACK timed out; went on)"
+		}
+		if st.Kind == "pause" {
+			return PhasePaused, msg
+		}
+	}
+	return PhaseProgressing, msg
+}
+
+// short is a commit's 7-character prefix.
+func short(commit string) string {
+	if len(commit) > shortCommit {
+		return commit[:shortCommit]
+	}
+	return commit
+}

@@ -1,0 +1,34 @@
+package rollout
+
+import (
+	"github.com/sluice-dev/sluice/api"
+)
+
+// Traffic is the traffic the state asks for. With no canary in flight (or
+// an aborted one) the canary side carries the stable version, so both
+// clusters stay populated and nothing reaches an aborted version.
+func (s State) Traffic() api.Traffic {
+	t := api.Traffic{
+		Rollout:       s.Key,
+		StableVersion: s.StableVersion,
+		CanaryVersion: s.CanaryVersion,
+		Weights:       s.Weights,
+		HeaderRoutes:  cloneSlice(s.HeaderRoutes),
+		MirrorRoutes:  cloneSlice(s.MirrorRoutes),
+	}
+	if t.CanaryVersion == "" || s.Aborted {
+		t.CanaryVersion = s.StableVersion
+	}
+	if s.Spec == nil || s.Spec.XDS == nil {
+		return t
+	}
+	x := s.Spec.XDS
+	t.Host = x.Host
+	t.StableEndpoints = cloneSlice(x.Endpoints[t.StableVersion])
+	t.CanaryEndpoints = cloneSlice(x.Endpoints[t.CanaryVersion])
+	if x.SessionAffinity != nil && t.Weights.Canary > 0 {
+		sa := *x.SessionAffinity
+		t.SessionAffinity = &sa
+	}
+	return t
+}
