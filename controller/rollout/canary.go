@@ -37,9 +37,12 @@ func (m *machine) advance() {
 			m.promote("all steps completed")
 			return
 		}
+		if m.s.Cursor != CursorEnter && m.s.Cursor != CursorAwaitAck {
+			// The step's traffic is in place: background analysis may start.
+			m.startBackground()
+		}
 		switch m.s.Cursor {
 		case CursorEnter:
-			m.s.AckTimedOut = false
 			if m.applyStep(st) {
 				m.s.AwaitGen = m.pushTraffic()
 				m.s.Cursor = CursorAwaitAck
@@ -49,7 +52,6 @@ func (m *machine) advance() {
 		case CursorAwaitAck, CursorRunning:
 			return
 		case CursorReady:
-			m.startBackground()
 			m.startWindow(st)
 			if m.s.Cursor == CursorRunning {
 				return
@@ -251,6 +253,7 @@ func (m *machine) abort(reason string) {
 	m.stopAll()
 	m.s.Aborted = true
 	m.s.AbortReason = reason
+	m.s.Cursor = CursorEnter
 	m.s.Weights = api.CanaryWeights(0)
 	m.s.HeaderRoutes = nil
 	m.s.MirrorRoutes = nil

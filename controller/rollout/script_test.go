@@ -25,7 +25,10 @@ type harness struct {
 	acts  []Action
 }
 
-func newHarness() *harness { return &harness{specs: map[string]*api.Rollout{}} }
+// newHarness starts like the runner does: from a state holding only the key.
+func newHarness() *harness {
+	return &harness{specs: map[string]*api.Rollout{}, state: State{Key: testKey}}
+}
 
 // parseArgs splits `a b=c d="e f"` into positional words and key=value
 // pairs; values may be Go-quoted.

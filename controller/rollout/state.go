@@ -139,7 +139,8 @@ type State struct {
 	CanaryVersion string `json:"canaryVersion,omitempty"`
 	StepIndex     int32  `json:"stepIndex"`
 	Cursor        Cursor `json:"cursor,omitempty"`
-	// AckTimedOut records that the current step went on without an ACK.
+	// AckTimedOut records that a step went on without the ACK of its
+	// traffic; it stays set (and shown) until a later ACK arrives.
 	AckTimedOut bool `json:"ackTimedOut,omitempty"`
 
 	Weights      api.Weights       `json:"weights"`

@@ -159,6 +159,7 @@ func (m *machine) acked(e TrafficAcked) {
 	}
 	if e.Gen > m.s.AckedGen {
 		m.s.AckedGen = e.Gen
+		m.s.AckTimedOut = false
 	}
 	if m.s.Cursor == CursorAwaitAck && e.Gen >= m.s.AwaitGen {
 		m.s.Cursor = CursorReady

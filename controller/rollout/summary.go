@@ -55,14 +55,18 @@ func phaseAndMessage(s State) (Phase, string) {
 	case CursorAwaitAck:
 		msg += " (waiting for xDS ACK)"
 	case CursorRunning, CursorDone:
-		if s.AckTimedOut {
-			msg += " (xDS ACK timed out; went on)"
-		}
 		if st.Kind == "pause" {
-			return PhasePaused, msg
+			return PhasePaused, msg + ackNote(s)
 		}
 	}
-	return PhaseProgressing, msg
+	return PhaseProgressing, msg + ackNote(s)
+}
+
+func ackNote(s State) string {
+	if s.AckTimedOut {
+		return " (xDS ACK timed out; went on without it)"
+	}
+	return ""
 }
 
 // short is a commit's 7-character prefix.
