@@ -1,0 +1,227 @@
+package gitwatch
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRestart checks restart safety: given the last processed commit, a new
+// watcher (same cache or a fresh one) neither replays it nor skips what was
+// pushed while it was down.
+func TestRestart(t *testing.T) {
+	tests := []struct {
+		name       string
+		freshCache bool
+	}{
+		{name: "same cache"},
+		{name: "fresh cache", freshCache: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u := newUpstream(t)
+			c0 := u.commit("c0", map[string]string{"a.yaml": rolloutYAML("a", "shop/a:v1")})
+			u.push()
+			opts := testOptions(t, u.bare)
+			h := startWatcher(t, opts)
+			if r := h.next(10 * time.Second); r.Commit != c0 {
+				t.Fatalf("first revision %s, want %s", r.Commit, c0)
+			}
+			h.stop()
+
+			c1 := u.commit("c1", map[string]string{"a.yaml": rolloutYAML("a", "shop/a:v2")})
+			c2 := u.commit("c2", map[string]string{"b.yaml": rolloutYAML("b", "shop/b:v1")})
+			u.push()
+			opts.LastCommit = c0
+			if tt.freshCache {
+				opts.CacheDir = filepath.Join(t.TempDir(), "other")
+			}
+			h = startWatcher(t, opts)
+			for _, want := range []string{c1, c2} {
+				r := h.next(10 * time.Second)
+				if r.Commit != want || !r.Changed || r.ForcePush {
+					t.Fatalf("revision %s changed=%v force=%v, want %s changed", r.Commit, r.Changed, r.ForcePush, want)
+				}
+			}
+			h.stop()
+
+			// Nothing new: no Revision at all, not even the head again.
+			opts.LastCommit = c2
+			h = startWatcher(t, opts)
+			eventually(t, 10*time.Second, "a fetch", func() bool { return fetchCount(t, h.reg, resultOK) > 0 })
+			select {
+			case r := <-h.revs:
+				t.Fatalf("replayed %s", r.Commit)
+			default:
+			}
+			if s := h.w.Status(); s.LastCommit != c2 || s.LastError != "" {
+				t.Errorf("status %+v", s)
+			}
+		})
+	}
+}
+
+// TestCorruptCache damages the cache between runs; the watcher notices,
+// says so in the log, re-clones and carries on from the last commit.
+func TestCorruptCache(t *testing.T) {
+	tests := []struct {
+		name    string
+		corrupt func(t *testing.T, dir string)
+	}{
+		{name: "garbage packs", corrupt: func(t *testing.T, dir string) {
+			packs, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "*.pack"))
+			if len(packs) == 0 {
+				t.Fatal("no packs to corrupt")
+			}
+			for _, p := range packs {
+				fi, err := os.Stat(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, make([]byte, fi.Size()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+		{name: "missing objects", corrupt: func(t *testing.T, dir string) {
+			if err := os.RemoveAll(filepath.Join(dir, "objects")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "garbage config", corrupt: func(t *testing.T, dir string) {
+			if err := os.WriteFile(filepath.Join(dir, "config"), []byte("[[[ not git"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "no HEAD", corrupt: func(t *testing.T, dir string) {
+			if err := os.Remove(filepath.Join(dir, "HEAD")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u := newUpstream(t)
+			c0 := u.commit("c0", map[string]string{"a.yaml": rolloutYAML("a", "shop/a:v1")})
+			u.push()
+			opts := testOptions(t, u.bare)
+			h := startWatcher(t, opts)
+			h.next(10 * time.Second)
+			h.stop()
+
+			dirs, _ := filepath.Glob(filepath.Join(opts.CacheDir, "*.git"))
+			if len(dirs) != 1 {
+				t.Fatalf("cache dirs %v", dirs)
+			}
+			tt.corrupt(t, dirs[0])
+			c1 := u.commit("c1", map[string]string{"a.yaml": rolloutYAML("a", "shop/a:v2")})
+			u.push()
+
+			opts.LastCommit = c0
+			h = startWatcher(t, opts)
+			r := h.next(10 * time.Second)
+			if r.Commit != c1 || r.ForcePush || r.OldCommit != c0 {
+				t.Fatalf("revision %s force=%v old=%s, want %s after %s", r.Commit, r.ForcePush, r.OldCommit, c1, c0)
+			}
+			if !strings.Contains(h.logs.String(), "git cache is corrupt, re-cloning") {
+				t.Errorf("no re-clone log line:\n%s", h.logs)
+			}
+		})
+	}
+}
+
+// TestRemoteDown: while the remote is missing the watcher reports the error
+// and keeps retrying with back-off; once it is back the Revision arrives.
+func TestRemoteDown(t *testing.T) {
+	u := newUpstream(t)
+	c0 := u.commit("c0", map[string]string{"a.yaml": rolloutYAML("a", "shop/a:v1")})
+	u.push()
+	hidden := u.bare + ".away"
+	if err := os.Rename(u.bare, hidden); err != nil {
+		t.Fatal(err)
+	}
+	opts := testOptions(t, u.bare)
+	h := startWatcher(t, opts)
+	eventually(t, 10*time.Second, "two failed attempts", func() bool { return h.w.Status().Failures >= 2 })
+	s := h.w.Status()
+	if s.LastError == "" || !s.LastSuccess.IsZero() {
+		t.Errorf("status while down: %+v", s)
+	}
+	if fetchCount(t, h.reg, resultError) < 2 {
+		t.Errorf("error fetches not counted")
+	}
+	if err := os.Rename(hidden, u.bare); err != nil {
+		t.Fatal(err)
+	}
+	r := h.next(15 * time.Second) // back-off is 1s, 2s, 4s: no trigger needed
+	if r.Commit != c0 {
+		t.Fatalf("revision %s, want %s", r.Commit, c0)
+	}
+	eventually(t, 5*time.Second, "status cleared", func() bool {
+		s := h.w.Status()
+		return s.LastError == "" && s.Failures == 0 && !s.LastSuccess.IsZero()
+	})
+}
+
+// TestBranch follows the remote HEAD by default and a named branch when
+// asked; pushes to other branches produce nothing.
+func TestBranch(t *testing.T) {
+	u := newUpstream(t)
+	c0 := u.commit("c0", map[string]string{"a.yaml": rolloutYAML("a", "shop/a:v1")})
+	u.push()
+	u.git("checkout", "-q", "-b", "dev")
+	d1 := u.commit("d1", map[string]string{"a.yaml": rolloutYAML("a", "shop/a:dev")})
+	u.git("push", "-q", "origin", "dev")
+
+	tests := []struct {
+		branch string
+		want   string
+		status string
+	}{
+		{branch: "", want: c0, status: "main"},
+		{branch: "dev", want: d1, status: "dev"},
+		{branch: "refs/heads/dev", want: d1, status: "dev"},
+	}
+	for _, tt := range tests {
+		t.Run("branch="+tt.branch, func(t *testing.T) {
+			opts := testOptions(t, u.bare)
+			opts.Branch = tt.branch
+			h := startWatcher(t, opts)
+			r := h.next(10 * time.Second)
+			if r.Commit != tt.want || r.Branch != tt.status {
+				t.Fatalf("revision %s on %q, want %s on %q", r.Commit, r.Branch, tt.want, tt.status)
+			}
+			if s := h.w.Status(); s.Branch != tt.status {
+				t.Errorf("status branch %q", s.Branch)
+			}
+		})
+	}
+}
+
+func TestOptionsValidation(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{name: "no repo", opts: Options{CacheDir: "/c"}, want: "repo is required"},
+		{name: "no cache", opts: Options{Repo: "/r"}, want: "cache dir is required"},
+		{name: "password in URL", opts: Options{Repo: "https://u:hunter22@example.com/r.git", CacheDir: "/c"}, want: "must not contain a password"},
+		{name: "unsupported protocol", opts: Options{Repo: "git://example.com/r.git", CacheDir: "/c"}, want: "not supported"},
+		{name: "short last commit", opts: Options{Repo: "/r", CacheDir: "/c", LastCommit: "abc"}, want: "full hex SHA-1"},
+		{name: "negative interval", opts: Options{Repo: "/r", CacheDir: "/c", Interval: -time.Second}, want: "negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(tt.opts)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "hunter22") {
+				t.Errorf("error leaks the password: %v", err)
+			}
+		})
+	}
+}
