@@ -1,0 +1,101 @@
+package diffengine
+
+import (
+	"maps"
+	"reflect"
+	"strings"
+
+	"github.com/sluice-dev/sluice/api"
+)
+
+// Path prefixes that decide the class of a change.
+var (
+	metadataPrefix  = fieldPath{{name: "metadata"}}.String()
+	endpointsPrefix = fieldPath{{name: "spec"}, {name: "strategy"}, {name: "canary"},
+		{name: "trafficRouting"}, {name: "plugins"}, {name: api.XDSPluginName}, {name: "endpoints"}}.String()
+	stepsPath = fieldPath{{name: "spec"}, {name: "strategy"}, {name: "canary"}, {name: "steps"}}
+)
+
+// DiffRollouts compares two versions of one rollout. old nil means the
+// rollout is new (Added), new nil that it is gone (Removed). live is the
+// rollout's live position, used by the risk rules that depend on it (see
+// risk.go); the zero Live means no canary in flight.
+//
+// DiffRollouts cannot see analysis templates, so it never reports a
+// loosened failureLimit; DiffSets does.
+func DiffRollouts(old, new *api.Rollout, live Live) Change {
+	switch {
+	case old == nil && new == nil:
+		return Change{Class: Unchanged}
+	case old == nil:
+		return Change{Rollout: new.Key, Class: Added, New: new}
+	case new == nil:
+		return Change{Rollout: old.Key, Class: Removed, Old: old}
+	}
+	c := Change{Rollout: new.Key, Old: old, New: new}
+	if sameRollout(old, new) {
+		c.Class = Unchanged
+		if live.InFlight {
+			c.ResumeStep = live.StepIndex
+		}
+		return c
+	}
+	ta, tb := rolloutTree(old), rolloutTree(new)
+	diffTree(nil, ta, tb, &c.Changes)
+	c.Class = classify(old, new, c.Changes)
+	sa, sb := steps(ta), steps(tb)
+	al := align(sa, sb)
+	if live.InFlight {
+		c.ResumeStep = al.landing(live.StepIndex)
+	}
+	c.Reasons = rolloutRisks(riskInput{
+		old: old, new: new, live: live, class: c.Class,
+		oldTree: ta, newTree: tb, oldSteps: sa, newSteps: sb, resume: c.ResumeStep,
+	})
+	c.Risky = len(c.Reasons) > 0
+	return c
+}
+
+// sameRollout is the fast path: identical typed values need no tree.
+func sameRollout(old, new *api.Rollout) bool {
+	return old.Version == new.Version &&
+		maps.Equal(old.Labels, new.Labels) &&
+		reflect.DeepEqual(old.Spec, new.Spec)
+}
+
+// classify picks the strongest class the changes imply.
+func classify(old, new *api.Rollout, changes []FieldChange) Class {
+	if old.Version != new.Version {
+		return NewVersion
+	}
+	class := Unchanged
+	for _, fc := range changes {
+		switch {
+		case hasPathPrefix(fc.Path, metadataPrefix):
+			if class == Unchanged {
+				class = Cosmetic
+			}
+		case hasPathPrefix(fc.Path, endpointsPrefix):
+			if class == Unchanged || class == Cosmetic {
+				class = EndpointsOnly
+			}
+		default:
+			return StrategyEdit
+		}
+	}
+	return class
+}
+
+// hasPathPrefix reports whether path is prefix or below it.
+func hasPathPrefix(path, prefix string) bool {
+	if !strings.HasPrefix(path, prefix) {
+		return false
+	}
+	rest := path[len(prefix):]
+	return rest == "" || rest[0] == '.' || rest[0] == '['
+}
+
+// steps returns the canonical step list of a rollout.
+func steps(t map[string]any) []any {
+	return list(child(t, "spec", "strategy", "canary"), "steps")
+}
