@@ -1,0 +1,88 @@
+package analysis
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/api"
+)
+
+func TestWebProvider(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"data": {"ok": true, "successRate": 0.995, "values": [1, 2, 3], "name": "v2"}}`)
+	})
+	mux.HandleFunc("POST /query", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.Header.Get("Authorization") != "Bearer s3cret" || string(b) != `{"q":"errors"}` || r.Header.Get("Content-Type") != "application/json" {
+			http.Error(w, "bad request: "+string(b), http.StatusBadRequest)
+			return
+		}
+		fmt.Fprint(w, `{"result": 0.02}`)
+	})
+	mux.HandleFunc("GET /broken", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "upstream exploded", http.StatusInternalServerError)
+	})
+	mux.HandleFunc("GET /html", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "<html>") })
+	mux.HandleFunc("GET /slow", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	tests := []struct {
+		name      string
+		web       api.WebProvider
+		success   string
+		failure   string
+		want      Phase
+		wantValue string
+		wantMsg   string
+	}{
+		{name: "bool field", web: api.WebProvider{URL: srv.URL + "/health", JSONPath: "{$.data.ok}"}, success: "result == true", want: PhaseSuccessful, wantValue: "true"},
+		{name: "number field", web: api.WebProvider{URL: srv.URL + "/health", JSONPath: "{$.data.successRate}"}, success: "result >= 0.99", want: PhaseSuccessful, wantValue: "0.995"},
+		{name: "number field fails", web: api.WebProvider{URL: srv.URL + "/health", JSONPath: "{$.data.successRate}"}, success: "result >= 0.999", want: PhaseFailed, wantMsg: "0.995 < 0.999 (failureLimit 0)"},
+		{name: "list becomes a vector", web: api.WebProvider{URL: srv.URL + "/health", JSONPath: "{$.data.values[*]}"}, success: "len(result) == 3 && result[2] == 3", want: PhaseSuccessful, wantValue: "[1,2,3]"},
+		{name: "string field", web: api.WebProvider{URL: srv.URL + "/health", JSONPath: "{$.data.name}"}, success: `result == "v2"`, want: PhaseSuccessful, wantValue: "v2"},
+		{name: "whole document", web: api.WebProvider{URL: srv.URL + "/health"}, success: "result.data.ok", want: PhaseSuccessful},
+		{name: "post with body and headers", web: api.WebProvider{URL: srv.URL + "/query", Method: "POST", Body: `{"q":"errors"}`, Headers: map[string]string{"Authorization": "Bearer s3cret"}, JSONPath: "{$.result}"}, failure: "result > 0.01", want: PhaseFailed, wantMsg: "0.02 > 0.01 (failureLimit 0)"},
+		{name: "missing field is no data", web: api.WebProvider{URL: srv.URL + "/health", JSONPath: "{$.data.missing}"}, success: "result > 0", want: PhaseInconclusive, wantMsg: "no data"},
+		{name: "http error", web: api.WebProvider{URL: srv.URL + "/broken", JSONPath: "{$.x}"}, want: PhaseError, wantMsg: "web response 500 Internal Server Error: upstream exploded"},
+		{name: "not json", web: api.WebProvider{URL: srv.URL + "/html"}, want: PhaseError, wantMsg: "web response is not JSON"},
+		{name: "timeout", web: api.WebProvider{URL: srv.URL + "/slow", TimeoutSeconds: 1}, want: PhaseError, wantMsg: "context deadline exceeded"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e, _ := newTestEngine(t)
+			rec := startRun(t, e, RunSpec{}, api.Metric{
+				Name:             "web",
+				SuccessCondition: tt.success,
+				FailureCondition: tt.failure,
+				Provider:         api.Provider{Kind: api.ProviderWeb, Web: &tt.web},
+			})
+			st := rec.wait(t, 30*time.Second)
+			m := metricStatus(t, st, "web")
+			if st.Phase != tt.want || m.Phase != tt.want {
+				t.Fatalf("run %s, metric %s (%s); want %s", st.Phase, m.Phase, m.Message, tt.want)
+			}
+			if tt.wantValue != "" && m.Value != tt.wantValue {
+				t.Errorf("value = %q, want %q", m.Value, tt.wantValue)
+			}
+			if tt.wantMsg != "" && !strings.Contains(m.Message, tt.wantMsg) {
+				t.Errorf("message = %q, want it to contain %q", m.Message, tt.wantMsg)
+			}
+			if tt.want != PhaseSuccessful && !strings.HasPrefix(st.Reason, "web: ") {
+				t.Errorf("reason %q does not name the metric", st.Reason)
+			}
+		})
+	}
+}
