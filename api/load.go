@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	yaml "go.yaml.in/yaml/v3"
-	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // Kinds sluice reads (group argoproj.io, version v1alpha1).
@@ -35,12 +35,11 @@ type SkippedDoc struct {
 
 // document is one YAML document of a file, with what the schema walk found.
 type document struct {
-	file  string
-	line  int
-	kind  string
-	walk  *schemaWalk
-	node  *yaml.Node
-	index int // position in file, for stable ordering
+	file string
+	line int
+	kind string
+	walk *schemaWalk
+	node *yaml.Node
 }
 
 // diag makes a diagnostic for path in this document.
@@ -87,7 +86,7 @@ var yamlErrorLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 func splitDocuments(src Source) ([]*document, Diagnostics, bool) {
 	dec := yaml.NewDecoder(bytes.NewReader(src.Data))
 	var docs []*document
-	for i := 0; ; i++ {
+	for {
 		var n yaml.Node
 		err := dec.Decode(&n)
 		if errors.Is(err, io.EOF) {
@@ -99,7 +98,7 @@ func splitDocuments(src Source) ([]*document, Diagnostics, bool) {
 		if len(n.Content) == 0 || isNull(n.Content[0]) {
 			continue // empty document
 		}
-		docs = append(docs, &document{file: src.Name, node: n.Content[0], line: n.Content[0].Line, index: i})
+		docs = append(docs, &document{file: src.Name, node: n.Content[0], line: n.Content[0].Line})
 	}
 }
 
@@ -125,6 +124,7 @@ func decodeDocument(d *document) (*rolloutDoc, *templateDoc, *SkippedDoc, Diagno
 	}
 	d.kind = kind
 	d.walk = newSchemaWalk()
+	d.walk.lines["apiVersion"] = keyLine(d.node, "apiVersion")
 	if apiVersion != argoAPIVersion {
 		return nil, nil, nil, Diagnostics{d.diag(SeverityError, "apiVersion", "unsupported apiVersion %q: sluice reads %s", apiVersion, argoAPIVersion)}
 	}
@@ -159,20 +159,16 @@ func decodeDocument(d *document) (*rolloutDoc, *templateDoc, *SkippedDoc, Diagno
 
 type objectMeta struct{ name, namespace string }
 
-// decode walks the document against obj's type, then decodes it with
-// sigs.k8s.io/yaml (the Kubernetes decoder Argo's own types expect). ok is
-// false when the document has values of the wrong shape or does not decode.
+// decode walks the document against obj's type, then decodes the JSON the
+// walk wrote into obj. ok is false when the document has values of the
+// wrong shape or does not decode.
 func (d *document) decode(obj any) (Diagnostics, bool) {
 	d.walk.walk(d.node, reflect.TypeOf(obj), "", d.line)
 	diags := d.walk.takeDiagnostics(d)
 	if d.walk.shapeErrors > 0 {
 		return diags, false
 	}
-	raw, err := yaml.Marshal(d.node)
-	if err == nil {
-		err = sigsyaml.Unmarshal(raw, obj)
-	}
-	if err != nil {
+	if err := json.Unmarshal(d.walk.json.Bytes(), obj); err != nil {
 		return append(diags, Diagnostic{File: d.file, Line: d.line, Message: "cannot decode: " + err.Error(), Severity: SeverityError, Kind: d.kind}), false
 	}
 	return diags, true
@@ -187,6 +183,15 @@ func (w *schemaWalk) takeDiagnostics(d *document) Diagnostics {
 	}
 	w.diags = nil
 	return out
+}
+
+func keyLine(m *yaml.Node, key string) int {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i].Line
+		}
+	}
+	return m.Line
 }
 
 func scalarField(m *yaml.Node, key string) string {

@@ -147,7 +147,11 @@ func (c *checker) step(path string, s *v1alpha1.CanaryStep) (Step, bool) {
 	}
 	switch len(set) {
 	case 0:
-		c.errorf(path, "step has no known type: use one of %s", stepKinds)
+		if unknown := c.doc.walk.unknown[path]; len(unknown) > 0 {
+			c.errorf(path, "unknown step type %q: use one of %s", unknown[0], stepKinds)
+		} else {
+			c.errorf(path, "empty step: use one of %s", stepKinds)
+		}
 		return Step{}, false
 	case 1:
 	default:
