@@ -28,8 +28,17 @@ type upstream struct {
 
 func newUpstream(t testing.TB) *upstream {
 	t.Helper()
+	return newUpstreamAt(t, "")
+}
+
+// newUpstreamAt puts the bare repository at bare (a temp dir when "").
+func newUpstreamAt(t testing.TB, bare string) *upstream {
+	t.Helper()
 	dir := t.TempDir()
-	u := &upstream{t: t, bare: filepath.Join(dir, "remote.git"), work: filepath.Join(dir, "work")}
+	if bare == "" {
+		bare = filepath.Join(dir, "remote.git")
+	}
+	u := &upstream{t: t, bare: bare, work: filepath.Join(dir, "work")}
 	home := filepath.Join(dir, "home")
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		t.Fatal(err)

@@ -200,6 +200,32 @@ func TestBranch(t *testing.T) {
 	}
 }
 
+// TestRepoForms checks the accepted repository spellings and that what is
+// shown in Status carries no user info. (An scp-like URL cannot name a port,
+// so the SSH transport test uses ssh://.)
+func TestRepoForms(t *testing.T) {
+	tests := []struct {
+		repo, protocol, display string
+	}{
+		{repo: "git@github.com:org/repo.git", protocol: "ssh", display: "ssh://github.com/org/repo.git"},
+		{repo: "ssh://git@example.com:2222/org/repo.git", protocol: "ssh", display: "ssh://example.com:2222/org/repo.git"},
+		{repo: "https://token-user@example.com/org/repo.git", protocol: "https", display: "https://example.com/org/repo.git"},
+		{repo: "file:///srv/git/repo.git", protocol: "file", display: "file:///srv/git/repo.git"},
+		{repo: "/srv/git/repo.git", protocol: "file", display: "file:///srv/git/repo.git"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.repo, func(t *testing.T) {
+			w, err := New(Options{Repo: tt.repo, CacheDir: "/nonexistent"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w.cfg.endpoint.Protocol != tt.protocol || w.Status().Repo != tt.display {
+				t.Errorf("protocol %q display %q, want %q %q", w.cfg.endpoint.Protocol, w.Status().Repo, tt.protocol, tt.display)
+			}
+		})
+	}
+}
+
 func TestOptionsValidation(t *testing.T) {
 	tests := []struct {
 		name string
