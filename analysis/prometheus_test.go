@@ -1,0 +1,214 @@
+package analysis
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/analysis/promtest"
+	"github.com/sluice-dev/sluice/api"
+)
+
+// traffic is what the in-test exporter serves: request counters per
+// version and code, and a p99 latency gauge per version.
+//
+//	v1     stable: all 200, p99 ≈ 100ms
+//	v2     healthy canary: all 200, p99 ≈ 100ms
+//	bad    failing canary: half 500, p99 ≈ 130ms
+//	idle   canary without traffic: counters stay 0
+//	absent never exported
+func traffic(t *testing.T, reg *prometheus.Registry) {
+	t.Helper()
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "http_requests_total"}, []string{"version", "code"})
+	p99 := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "http_request_p99_seconds"}, []string{"version"})
+	reg.MustRegister(requests, p99)
+	requests.WithLabelValues("idle", "200")
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	go func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		rng := rand.New(rand.NewPCG(1, 2))
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			requests.WithLabelValues("v1", "200").Add(10)
+			requests.WithLabelValues("v2", "200").Add(10)
+			requests.WithLabelValues("bad", "200").Add(5)
+			requests.WithLabelValues("bad", "500").Add(5)
+			p99.WithLabelValues("v1").Set(0.1 + rng.NormFloat64()*0.003)
+			p99.WithLabelValues("v2").Set(0.1 + rng.NormFloat64()*0.003)
+			p99.WithLabelValues("bad").Set(0.13 + rng.NormFloat64()*0.003)
+		}
+	}()
+}
+
+func successRate(version string) string {
+	return fmt.Sprintf(`sum(rate(http_requests_total{version=%q,code!~"5.."}[3s])) / sum(rate(http_requests_total{version=%q}[3s]))`, version, version)
+}
+
+func startTrafficPrometheus(t *testing.T) *promtest.Prometheus {
+	t.Helper()
+	exp := promtest.NewExporter(t)
+	traffic(t, exp.Registry)
+	p := promtest.Start(t, promtest.Options{ScrapeInterval: 500 * time.Millisecond, Targets: []string{exp.Addr}})
+	// Rates need two scrapes in their window.
+	p.WaitFor(t, successRate("v2"), 1, 60*time.Second)
+	return p
+}
+
+func promMetric(name, address, query, success string, interval time.Duration, count int) api.Metric {
+	return api.Metric{
+		Name: name, Interval: interval, Count: api.IntOrArg{Value: count},
+		SuccessCondition:      success,
+		ConsecutiveErrorLimit: api.IntOrArg{Value: 4},
+		Provider: api.Provider{Kind: api.ProviderPrometheus, Prometheus: &api.PrometheusProvider{
+			Address: address, Query: query, Timeout: 10 * time.Second,
+		}},
+	}
+}
+
+func TestPrometheusProvider(t *testing.T) {
+	p := startTrafficPrometheus(t)
+	builtins := map[string]string{api.ArgCanary: "v2", api.ArgStable: "v1"}
+	tests := []struct {
+		name       string
+		spec       RunSpec
+		metrics    []api.Metric
+		want       Phase
+		wantReason string // substring
+		wantValue  string
+	}{
+		{
+			name:    "healthy canary succeeds",
+			spec:    RunSpec{Builtins: builtins},
+			metrics: []api.Metric{promMetric("success-rate", p.URL, successRate("{{args.canary}}"), "result[0] >= 0.99", 50*time.Millisecond, 3)},
+			want:    PhaseSuccessful, wantReason: "all metrics successful", wantValue: "[1]",
+		},
+		{
+			name:    "scalar result",
+			metrics: []api.Metric{promMetric("success-rate", p.URL, "scalar("+successRate("v2")+")", "result >= 0.99", 0, 1)},
+			want:    PhaseSuccessful, wantValue: "1",
+		},
+		{
+			name: "failing canary fails after failureLimit",
+			metrics: []api.Metric{func() api.Metric {
+				m := promMetric("success-rate", p.URL, successRate("bad"), "result[0] >= 0.99", 50*time.Millisecond, 10)
+				m.FailureLimit = api.IntOrArg{Value: 1}
+				return m
+			}()},
+			want: PhaseFailed, wantReason: "success-rate: 2 measurements failed, last [0.5",
+		},
+		{
+			name:    "failing canary with failureLimit 0",
+			metrics: []api.Metric{promMetric("success-rate", p.URL, successRate("bad"), "result[0] >= 0.99", 0, 1)},
+			want:    PhaseFailed, wantReason: "< 0.99 (failureLimit 0)",
+		},
+		{
+			name:    "no series is inconclusive no data",
+			metrics: []api.Metric{promMetric("success-rate", p.URL, successRate("absent"), "result[0] >= 0.99", 0, 1)},
+			want:    PhaseInconclusive, wantReason: "success-rate: no data (inconclusiveLimit 0)",
+		},
+		{
+			name:    "no traffic (NaN) is inconclusive",
+			metrics: []api.Metric{promMetric("success-rate", p.URL, successRate("idle"), "result[0] >= 0.99", 0, 1)},
+			want:    PhaseInconclusive, wantReason: "result is NaN",
+		},
+		{
+			name:    "a condition may handle NaN itself",
+			metrics: []api.Metric{promMetric("success-rate", p.URL, successRate("idle"), "isNaN(result[0]) || result[0] >= 0.99", 0, 1)},
+			want:    PhaseSuccessful, wantValue: "[NaN]",
+		},
+		{
+			name: "dry run never fails",
+			spec: RunSpec{DryRun: []string{"canary-errors"}},
+			metrics: []api.Metric{
+				promMetric("canary-errors", p.URL, successRate("bad"), "result[0] >= 0.99", 50*time.Millisecond, 3),
+				promMetric("stable-errors", p.URL, successRate("v1"), "result[0] >= 0.99", 50*time.Millisecond, 3),
+			},
+			want: PhaseSuccessful, wantReason: "all metrics successful (dry-run: canary-errors Failed)",
+		},
+		{
+			name:    "bad query is an error",
+			metrics: []api.Metric{promMetric("broken", p.URL, "sum(rate(", "result[0] >= 0.99", 0, 1)},
+			want:    PhaseError, wantReason: "broken: 1 consecutive errors, last: prometheus query: bad_data",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if tt.name == "bad query is an error" {
+				tt.metrics[0].ConsecutiveErrorLimit = api.IntOrArg{Value: 0}
+			}
+			e, _ := newTestEngine(t)
+			rec := startRun(t, e, tt.spec, tt.metrics...)
+			st := rec.wait(t, 60*time.Second)
+			if st.Phase != tt.want || !strings.Contains(st.Reason, tt.wantReason) {
+				t.Fatalf("run = %s %q, want %s containing %q; metrics %+v", st.Phase, st.Reason, tt.want, tt.wantReason, st.Metrics)
+			}
+			if tt.wantValue != "" && st.Metrics[0].Value != tt.wantValue {
+				t.Errorf("value = %q, want %q", st.Metrics[0].Value, tt.wantValue)
+			}
+		})
+	}
+}
+
+func TestPrometheusStoppedMidRun(t *testing.T) {
+	p := startTrafficPrometheus(t)
+	e, _ := newTestEngine(t)
+	rec := startRun(t, e, RunSpec{}, promMetric("success-rate", p.URL, successRate("v2"), "result[0] >= 0.99", 50*time.Millisecond, 0))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := rec.all()
+		if len(r) > 0 && r[len(r)-1].Metrics[0].Tally.Successful >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no successful measurements: %+v", r)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.Stop()
+	st := rec.wait(t, 30*time.Second)
+	m := st.Metrics[0]
+	if st.Phase != PhaseError || m.Tally.ConsecutiveError != 5 || !strings.Contains(st.Reason, "5 consecutive errors") || !strings.Contains(st.Reason, "connection refused") {
+		t.Fatalf("run = %s %q, tally %+v", st.Phase, st.Reason, m.Tally)
+	}
+}
+
+// TestPrometheusBearerToken checks what sluice sends; Prometheus itself
+// does not check tokens, so a stand-in answers here.
+func TestPrometheusBearerToken(t *testing.T) {
+	var got atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Get("Authorization") + "|" + r.Header.Get("X-Scope-OrgID"))
+		fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"0.5"]}]}}`)
+	}))
+	t.Cleanup(srv.Close)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("  t0ken\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Options{BearerTokenFile: tokenFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := promMetric("m", srv.URL, "up", "result[0] == 0.5", 0, 1)
+	m.Provider.Prometheus.Headers = map[string]string{"X-Scope-OrgID": "team-a"}
+	st := startRun(t, e, RunSpec{}, m).wait(t, 30*time.Second)
+	if st.Phase != PhaseSuccessful || got.Load() != "Bearer t0ken|team-a" {
+		t.Fatalf("run %s %q; server saw %v", st.Phase, st.Reason, got.Load())
+	}
+}
