@@ -1,0 +1,249 @@
+package httpapi
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluice-dev/sluice/api"
+)
+
+// Options configure the API handler.
+type Options struct {
+	Backend Backend
+	// Ready reports readiness for /readyz (first sync done, xDS serving);
+	// nil means always ready. A non-nil error is the 503 body.
+	Ready func() error
+	// Registry is served at /metrics; nil serves an empty registry.
+	Registry *prometheus.Registry
+	// Token, when set, is required as "Authorization: Bearer <token>" on
+	// write calls.
+	Token string
+	// Hook is mounted at /hook/ (gitwatch's webhook handler); nil answers
+	// 404 there.
+	Hook http.Handler
+	// Heartbeat is the SSE keep-alive comment interval (default 15s), so
+	// proxies and clients see a live stream.
+	Heartbeat time.Duration
+	// MaxBodyBytes bounds the body of API write calls (default 64 KiB);
+	// commands carry no body, so anything large is refused with 413.
+	MaxBodyBytes int64
+	Logger       *slog.Logger
+}
+
+// Handler is the HTTP API. It is safe for concurrent use.
+type Handler struct {
+	mux       *http.ServeMux
+	backend   Backend
+	ready     func() error
+	token     *tokenChecker
+	heartbeat time.Duration
+	maxBody   int64
+	log       *slog.Logger
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+// New validates opts and builds the handler.
+func New(opts Options) (*Handler, error) {
+	if opts.Backend == nil {
+		return nil, errors.New("httpapi: no backend")
+	}
+	if opts.Ready == nil {
+		opts.Ready = func() error { return nil }
+	}
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = 15 * time.Second
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 64 << 10
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	h := &Handler{
+		mux:       http.NewServeMux(),
+		backend:   opts.Backend,
+		ready:     opts.Ready,
+		token:     newTokenChecker(opts.Token),
+		heartbeat: opts.Heartbeat,
+		maxBody:   opts.MaxBodyBytes,
+		log:       opts.Logger,
+	}
+	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { text(w, http.StatusOK, "ok") })
+	h.mux.HandleFunc("GET /readyz", h.readyz)
+	h.mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{}))
+	h.mux.HandleFunc("GET /api/v1/rollouts", h.list)
+	h.mux.HandleFunc("GET /api/v1/rollouts/{namespace}/{name}", h.get)
+	h.mux.HandleFunc("GET /api/v1/rollouts/{namespace}/{name}/events", h.recent)
+	h.mux.HandleFunc("POST /api/v1/rollouts/{namespace}/{name}/{command}", h.command)
+	h.mux.HandleFunc("GET /api/v1/events", h.events)
+	if opts.Hook != nil {
+		h.mux.Handle("/hook/", opts.Hook)
+	}
+	return h, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request) {
+	if err := h.ready(); err != nil {
+		text(w, http.StatusServiceUnavailable, "not ready: "+err.Error())
+		return
+	}
+	text(w, http.StatusOK, "ok")
+}
+
+// List is the body of GET /api/v1/rollouts.
+type List struct {
+	Items []RolloutStatus `json:"items"`
+}
+
+func (h *Handler) list(w http.ResponseWriter, _ *http.Request) {
+	items := h.backend.List()
+	if items == nil {
+		items = []RolloutStatus{}
+	}
+	slices.SortFunc(items, func(a, b RolloutStatus) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	writeJSON(w, http.StatusOK, List{Items: items})
+}
+
+func pathKey(r *http.Request) api.Key {
+	return api.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+}
+
+func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
+	key := pathKey(r)
+	st, ok := h.backend.Get(key)
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Errorf("rollout %s: %w", key, ErrNotFound))
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// Events is the body of GET /api/v1/rollouts/{namespace}/{name}/events.
+type Events struct {
+	Items []Event `json:"items"`
+}
+
+func (h *Handler) recent(w http.ResponseWriter, r *http.Request) {
+	key := pathKey(r)
+	if _, ok := h.backend.Get(key); !ok {
+		writeError(w, http.StatusNotFound, fmt.Errorf("rollout %s: %w", key, ErrNotFound))
+		return
+	}
+	items := []Event{}
+	if hist, ok := h.backend.(History); ok {
+		items = append(items, hist.Recent(key)...)
+	}
+	writeJSON(w, http.StatusOK, Events{Items: items})
+}
+
+func (h *Handler) command(w http.ResponseWriter, r *http.Request) {
+	if !h.token.allowed(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
+		writeError(w, http.StatusUnauthorized, errors.New("missing or wrong bearer token"))
+		return
+	}
+	if !h.drainBody(w, r) {
+		return
+	}
+	verb := r.PathValue("command")
+	kind := Command(verb)
+	if !slices.Contains(Verbs, kind) {
+		writeError(w, http.StatusNotFound, fmt.Errorf("unknown command %q", verb))
+		return
+	}
+	if f := r.URL.Query().Get("full"); f != "" {
+		full, err := strconv.ParseBool(f)
+		if err != nil || verb != "promote" {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("full=%q: only promote takes full=true|false", f))
+			return
+		}
+		if full {
+			kind = PromoteFull
+		}
+	}
+	key := pathKey(r)
+	st, err := h.backend.Command(r.Context(), key, kind)
+	if err != nil {
+		code := http.StatusInternalServerError
+		switch {
+		case errors.Is(err, ErrNotFound):
+			code = http.StatusNotFound
+		case errors.Is(err, ErrNotAllowed):
+			code = http.StatusConflict
+		case errors.Is(err, ErrBadCommand):
+			code = http.StatusBadRequest
+		}
+		h.log.Warn("command refused", "rollout", key.String(), "command", kind, "err", err, "status", code)
+		writeError(w, code, err)
+		return
+	}
+	h.log.Info("command", "rollout", key.String(), "command", kind, "remote", r.RemoteAddr, "phase", st.Phase)
+	writeJSON(w, http.StatusOK, st)
+}
+
+// drainBody reads and discards the (unused) request body within the limit,
+// answering 413 when it is larger.
+func (h *Handler) drainBody(w http.ResponseWriter, r *http.Request) bool {
+	if r.ContentLength > h.maxBody {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("body over %d bytes", h.maxBody))
+		return false
+	}
+	_, err := io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, h.maxBody))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("body over %d bytes", h.maxBody))
+		return false
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("read body: %w", err))
+		return false
+	}
+	return true
+}
+
+// errorBody is the JSON body of every error answer of the API.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, code int, err error) {
+	writeJSON(w, code, errorBody{Error: err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		code = http.StatusInternalServerError
+		data, _ = json.Marshal(errorBody{Error: "encode response: " + err.Error()})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(data, '\n'))
+}
+
+func text(w http.ResponseWriter, code int, s string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, s+"\n")
+}

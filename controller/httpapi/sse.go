@@ -1,0 +1,70 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/sluice-dev/sluice/api"
+)
+
+// events serves GET /api/v1/events as server-sent events: one "data:" line
+// holding one Event as JSON per event, its Seq as the SSE id, and a comment
+// line every heartbeat. ?rollout=ns/name (or name) limits the stream to one
+// rollout.
+func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
+	var only *api.Key
+	if s := r.URL.Query().Get("rollout"); s != "" {
+		k := api.ParseKey(s)
+		only = &k
+	}
+	rc := http.NewResponseController(w)
+	// The server's write timeout, if any, must not cut a long-lived stream.
+	_ = rc.SetWriteDeadline(time.Time{})
+	ctx := r.Context()
+	ch := h.backend.Subscribe(ctx)
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if _, err := fmt.Fprint(w, ": sluice events\n\n"); err != nil {
+		return
+	}
+	if rc.Flush() != nil {
+		return
+	}
+	tick := time.NewTicker(h.heartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
+				return
+			}
+		case e, ok := <-ch:
+			if !ok {
+				return
+			}
+			if only != nil && e.Key() != *only {
+				continue
+			}
+			data, err := json.Marshal(e)
+			if err != nil {
+				h.log.Error("encode event", "err", err)
+				continue
+			}
+			// json.Marshal never emits a newline, so one data line is one
+			// event.
+			if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", e.Seq, data); err != nil {
+				return
+			}
+		}
+		if rc.Flush() != nil {
+			return
+		}
+	}
+}

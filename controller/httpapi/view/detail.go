@@ -1,0 +1,122 @@
+package view
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/httpapi"
+)
+
+// Detail writes the readable view of one rollout: phase and message, step,
+// a weight bar, versions, header routes, analysis runs with their latest
+// values, load errors, and the last events (oldest first).
+func Detail(w io.Writer, s httpapi.RolloutStatus, events []httpapi.Event) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
+	fmt.Fprintf(tw, "Rollout:\t%s/%s\n", s.Namespace, s.Name)
+	fmt.Fprintf(tw, "Phase:\t%s\n", orDash(string(s.Phase)))
+	if s.Message != "" {
+		fmt.Fprintf(tw, "Message:\t%s\n", s.Message)
+	}
+	fmt.Fprintf(tw, "Step:\t%s\n", Step(s))
+	fmt.Fprintf(tw, "Weights:\t%s  (stable %d%%, canary %d%%)\n", Bar(s.Weights, 20), s.Weights.Stable, s.Weights.Canary)
+	fmt.Fprintf(tw, "Stable:\t%s\n", orDash(s.StableVersion))
+	canary := orDash(s.CanaryVersion)
+	if s.Aborted {
+		canary += "  (aborted)"
+	}
+	fmt.Fprintf(tw, "Canary:\t%s\n", canary)
+	fmt.Fprintf(tw, "Commit:\t%s\n", orDash(s.Commit))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	if len(s.HeaderRoutes) > 0 {
+		fmt.Fprintln(w, "\nHeader routes (to canary):")
+		for _, r := range s.HeaderRoutes {
+			fmt.Fprintf(w, "  %s: %s\n", r.Name, matches(r.Match))
+		}
+	}
+	if len(s.AnalysisRuns) > 0 {
+		fmt.Fprintln(w, "\nAnalysis runs:")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, r := range s.AnalysisRuns {
+			fmt.Fprintf(tw, "  %s\t%s\t\t\n", r.Name, r.Phase)
+			for _, m := range r.Metrics {
+				fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\n", m.Name, m.Phase, orDash(m.Value), m.Message)
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(s.Errors) > 0 {
+		fmt.Fprintln(w, "\nErrors:")
+		for _, e := range s.Errors {
+			fmt.Fprintf(w, "  %s\n", diagnostic(e.File, e.Line, e.Field, e.Message))
+		}
+	}
+	if len(events) > 0 {
+		fmt.Fprintln(w, "\nEvents:")
+		for _, e := range events {
+			fmt.Fprintf(w, "  %s  %-18s %s\n", e.Time.UTC().Format("15:04:05"), e.Type, e.Message)
+		}
+	}
+	return nil
+}
+
+// EventLine is one event as a log line, for --watch when the output is not
+// a terminal: time, rollout, type, message and the status it led to.
+func EventLine(e httpapi.Event) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s/%s %s", e.Time.UTC().Format("2006-01-02T15:04:05Z"), e.Namespace, e.Name, e.Type)
+	if e.Message != "" {
+		b.WriteString(": " + e.Message)
+	}
+	if s := e.Status; s != nil {
+		fmt.Fprintf(&b, " [%s step %s weights %d/%d]", s.Phase, Step(*s), s.Weights.Stable, s.Weights.Canary)
+	}
+	return b.String()
+}
+
+// StatusLine is a one-line summary, printed by --watch when it starts
+// without a terminal and by the command verbs.
+func StatusLine(s httpapi.RolloutStatus) string {
+	line := fmt.Sprintf("%s/%s %s step %s weights %d/%d", s.Namespace, s.Name, orDash(string(s.Phase)), Step(s), s.Weights.Stable, s.Weights.Canary)
+	if s.Message != "" {
+		line += ": " + s.Message
+	}
+	return line
+}
+
+func matches(ms []api.HeaderMatch) string {
+	parts := make([]string, 0, len(ms))
+	for _, m := range ms {
+		v := m.HeaderValue
+		switch {
+		case v.Exact != "":
+			parts = append(parts, fmt.Sprintf("%s = %q", m.HeaderName, v.Exact))
+		case v.Prefix != "":
+			parts = append(parts, fmt.Sprintf("%s starts with %q", m.HeaderName, v.Prefix))
+		case v.Regex != "":
+			parts = append(parts, fmt.Sprintf("%s ~ /%s/", m.HeaderName, v.Regex))
+		default:
+			parts = append(parts, m.HeaderName+" present")
+		}
+	}
+	return strings.Join(parts, " and ")
+}
+
+func diagnostic(file string, line int, field, msg string) string {
+	s := file
+	if line > 0 {
+		s += fmt.Sprintf(":%d", line)
+	}
+	s += ": "
+	if field != "" {
+		s += field + ": "
+	}
+	return s + msg
+}
