@@ -3,6 +3,7 @@ package gitwatch
 import (
 	"container/heap"
 	"fmt"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -34,7 +35,7 @@ type walkNode struct {
 // newCommits lists the commits in base..head with git's own algorithm:
 // walk both sides newest first by committer time, painting everything
 // reachable from base uninteresting, and stop once only uninteresting
-// commits are left to walk. The cost is proportional to the new commits
+// commits older than every candidate are left to walk. The cost is proportional to the new commits
 // (plus any side branches merged since), not to the repository's history,
 // except after a rewrite to an unrelated history.
 func newCommits(s storer.EncodedObjectStorer, head, base plumbing.Hash) (walkResult, error) {
@@ -96,12 +97,23 @@ func newCommits(s storer.EncodedObjectStorer, head, base plumbing.Hash) (walkRes
 	}
 
 	var popped []*walkNode
-	for q.Len() > 0 && !q.allUninteresting() {
+	var oldest time.Time // of the popped interesting commits
+	for q.Len() > 0 {
+		// Stop when only uninteresting commits are left and none of them
+		// is as new as the oldest candidate: with parents never newer than
+		// their children, none can reach a candidate any more. (Equal
+		// times, common in scripted histories, keep the walk going.)
+		if q.allUninteresting() && (len(popped) == 0 || (*q)[0].c.Committer.When.Before(oldest)) {
+			break
+		}
 		n := heap.Pop(q).(*walkNode)
 		n.flags |= flagDone
 		uninteresting := n.flags&flagUninteresting != 0
 		if !uninteresting {
 			popped = append(popped, n)
+			if w := n.c.Committer.When; oldest.IsZero() || w.Before(oldest) {
+				oldest = w
+			}
 		}
 		for _, p := range n.c.ParentHashes {
 			if p == base && !uninteresting {
