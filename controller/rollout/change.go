@@ -79,8 +79,8 @@ func (m *machine) edit(commit string, r *api.Rollout) {
 	m.s.Spec = r
 	m.s.Commit = commit
 	if !m.s.CanaryActive() {
-		if m.s.CanaryVersion == "" {
-			m.s.StepIndex = m.s.StepCount()
+		if n := m.s.StepCount(); m.s.CanaryVersion == "" || m.s.StepIndex > n {
+			m.s.StepIndex = n
 		}
 		if !reflect.DeepEqual(oldTraffic, m.s.Traffic()) {
 			m.pushTraffic()

@@ -1,0 +1,249 @@
+package rollout
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/sluice-dev/sluice/api"
+)
+
+// source picks numbers: math/rand for the property test, the fuzzer's
+// bytes for the fuzz test.
+type source interface{ IntN(n int) int }
+
+// byteSource reads choices from fuzz input; when it runs out it gives 0.
+type byteSource struct{ b []byte }
+
+func (s *byteSource) IntN(n int) int {
+	if len(s.b) == 0 || n <= 1 {
+		return 0
+	}
+	v := int(s.b[0])
+	s.b = s.b[1:]
+	return v % n
+}
+
+func (s *byteSource) done() bool { return len(s.b) == 0 }
+
+// genSpecs are the strategies random sequences choose from.
+var genSteps = []string{
+	"",
+	"setWeight 20; pause 30s; analysis sr; setWeight 50; pause",
+	"setWeight 10; header testers x-canary=always; pause 1m; mirror shadow 30; setWeight 40; analysis sr+lat; pause",
+	"pause; setWeight 100; pause",
+	"setWeight 30; setWeight 5; analysis sr; header testers; scale; setWeight 60",
+	"analysis sr",
+}
+
+func genSpec(src source) *api.Rollout {
+	kv := map[string]string{
+		"version": fmt.Sprintf("v%d", 1+src.IntN(3)),
+		"steps":   genSteps[src.IntN(len(genSteps))],
+	}
+	if src.IntN(2) == 0 {
+		kv["bg"] = fmt.Sprintf("er@%d", src.IntN(4))
+	}
+	r, err := specOf(kv)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+var genPhases = []AnalysisPhase{AnalysisRunning, AnalysisSuccessful, AnalysisSuccessful, AnalysisFailed, AnalysisInconclusive, AnalysisError}
+
+var genCommands = []CommandKind{CmdPromote, CmdPromoteFull, CmdAbort, CmdRetry, CmdApprove, CmdPause, CmdResume}
+
+// genEvent picks an event that is likely to matter in state s.
+func genEvent(src source, s State, n int) Event {
+	switch src.IntN(11) {
+	case 0:
+		c := Change{Commit: fmt.Sprintf("c%07d", n), Rollout: genSpec(src)}
+		if src.IntN(5) == 0 {
+			c.Risky = []string{"weight jump"}
+		}
+		if src.IntN(12) == 0 {
+			c = Change{Commit: c.Commit, Class: ClassRemoved}
+		}
+		return c
+	case 1:
+		if src.IntN(4) == 0 {
+			return Invalid{Commit: fmt.Sprintf("c%07d", n), Errors: api.Diagnostics{{File: "f.yaml", Line: 1, Message: "bad", Severity: api.SeverityError}}}
+		}
+		return Restart{}
+	case 2, 3:
+		gen := s.TrafficGen
+		if src.IntN(4) == 0 {
+			gen = uint64(src.IntN(int(s.TrafficGen) + 2))
+		}
+		switch src.IntN(5) {
+		case 0:
+			return TrafficNacked{Gen: gen, Reason: "nack"}
+		case 1:
+			return TrafficAckTimeout{Gen: gen}
+		}
+		return TrafficAcked{Gen: gen}
+	case 4:
+		id := "pause/0/0"
+		if s.Timer != nil && src.IntN(6) != 0 {
+			id = s.Timer.ID
+		}
+		return TimerFired{ID: id}
+	case 5, 6:
+		run := s.StepRun
+		if src.IntN(3) == 0 {
+			run = s.BackgroundRun
+		}
+		return AnalysisResult{Run: run, Phase: genPhases[src.IntN(len(genPhases))], Metrics: []MetricStatus{{Name: "m", Value: "1"}}}
+	default:
+		return Command{Kind: genCommands[src.IntN(len(genCommands))]}
+	}
+}
+
+// setWeights are the weights the steps up to and including index i set.
+func setWeights(s State, i int32) map[int32]bool {
+	w := map[int32]bool{0: true}
+	for j, st := range s.Steps() {
+		if int32(j) <= i && st.Kind == api.StepSetWeight {
+			w[st.Weight] = true
+		}
+	}
+	return w
+}
+
+// checkTransition checks what must hold between two states and the actions
+// of the step between them.
+func checkTransition(prev, next State, ev Event, acts []Action) error {
+	if err := checkInvariants(next); err != nil {
+		return err
+	}
+	if c, ok := ev.(Command); ok && c.Kind == CmdAbort && prev.Allows(CmdAbort) == nil {
+		if !next.Aborted || next.Weights.Canary != 0 {
+			return fmt.Errorf("abort ended at %+v aborted=%v", next.Weights, next.Aborted)
+		}
+	}
+	if next.Seq != prev.Seq && next.Seq != prev.Seq+1 {
+		return fmt.Errorf("seq jumped %d -> %d", prev.Seq, next.Seq)
+	}
+	// Canary weight rises only by entering a setWeight step, which happens
+	// only once the step before it completed.
+	sameCanary := prev.CanaryActive() && next.CanaryActive() && prev.CanaryVersion == next.CanaryVersion && prev.Attempt == next.Attempt
+	restarted := prev.CanaryVersion != next.CanaryVersion || prev.Attempt != next.Attempt
+	if next.CanaryActive() && (next.Weights.Canary > prev.Weights.Canary || restarted && next.Weights.Canary > 0) {
+		if !setWeights(next, next.StepIndex)[next.Weights.Canary] {
+			return fmt.Errorf("canary weight %d is set by no step up to %d", next.Weights.Canary, next.StepIndex)
+		}
+		_, isChange := ev.(Change)
+		isApprove := ev == Command{Kind: CmdApprove}
+		entered := prev.Cursor == CursorEnter && prev.StepIndex == next.StepIndex
+		if sameCanary && next.StepIndex <= prev.StepIndex && !isChange && !isApprove && !entered {
+			return fmt.Errorf("canary weight %d -> %d without a completed step (step %d -> %d, %T %v)",
+				prev.Weights.Canary, next.Weights.Canary, prev.StepIndex, next.StepIndex, ev, ev)
+		}
+	}
+	// A canary becomes stable only through promotion: all steps done.
+	if prev.StableVersion != "" && next.StableVersion != prev.StableVersion {
+		// The version the event brings in: a pushed one or an approved one.
+		incoming := ""
+		if c, ok := ev.(Change); ok && c.Rollout != nil && len(c.Risky) == 0 {
+			incoming = c.Rollout.Version
+		}
+		if ev == (Command{Kind: CmdApprove}) && prev.Pending != nil {
+			incoming = prev.Pending.Rollout.Version
+		}
+		// Pushing the stable version again rolls back; a new version
+		// without steps promotes at once.
+		rollback := incoming == next.StableVersion && incoming == prev.StableVersion
+		noSteps := incoming == next.StableVersion && next.StepCount() == 0
+		if !rollback && !noSteps && (next.StableVersion != prev.CanaryVersion || next.StepIndex != next.StepCount()) {
+			return fmt.Errorf("stable %s -> %s at step %d/%d", prev.StableVersion, next.StableVersion, next.StepIndex, next.StepCount())
+		}
+	}
+	var last *SetTraffic
+	for _, a := range acts {
+		if st, ok := a.(SetTraffic); ok {
+			w := st.Traffic.Weights
+			if w.Stable+w.Canary != 100 || w.Canary < 0 || w.Stable < 0 {
+				return fmt.Errorf("SetTraffic with weights %+v", w)
+			}
+			last = &st
+		}
+	}
+	if last != nil && !reflect.DeepEqual(last.Traffic, next.Traffic()) {
+		return fmt.Errorf("last SetTraffic %+v differs from state traffic %+v", last.Traffic, next.Traffic())
+	}
+	return nil
+}
+
+// roundTrip checks that the state survives the store: JSON out and back
+// gives the same JSON.
+func roundTrip(s State) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	var back State
+	if err := json.Unmarshal(b, &back); err != nil {
+		return err
+	}
+	b2, err := json.Marshal(back)
+	if err != nil {
+		return err
+	}
+	if string(b) != string(b2) {
+		return fmt.Errorf("state changes through JSON:\n%s\n%s", b, b2)
+	}
+	return nil
+}
+
+// TestProperties replays random event sequences and checks, after every
+// event: weights in 0..100 summing to 100, an abort ends at canary 0, no
+// forward jump without a completed step, and a state that survives JSON.
+func TestProperties(t *testing.T) {
+	const sequences, length = 400, 120
+	for seed := range uint64(sequences) {
+		src := rand.New(rand.NewPCG(seed, 42))
+		s := State{Key: testKey}
+		var trail []string
+		for n := range length {
+			ev := genEvent(src, s, n)
+			next, acts := Step(s, ev)
+			trail = append(trail, fmt.Sprintf("%T%+v", ev, ev))
+			if err := checkTransition(s, next, ev, acts); err != nil {
+				t.Fatalf("seed %d, event %d: %v\nlast events: %v", seed, n, err, trail[max(0, len(trail)-6):])
+			}
+			if n%10 == 0 {
+				if err := roundTrip(next); err != nil {
+					t.Fatalf("seed %d, event %d: %v", seed, n, err)
+				}
+			}
+			s = next
+		}
+	}
+}
+
+// FuzzStep drives the machine with event sequences chosen by the fuzzer's
+// bytes; nothing may panic and every property must hold.
+func FuzzStep(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10})
+	f.Add([]byte{0, 0, 1, 0, 0, 2, 3, 3, 4, 0, 5, 1, 7, 2, 7, 3})
+	f.Add([]byte("a canary, an abort and a retry: \x00\x01\x02\x07\x07\x03"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		src := &byteSource{b: data}
+		s := State{Key: testKey}
+		for n := 0; !src.done() && n < 500; n++ {
+			ev := genEvent(src, s, n)
+			next, acts := Step(s, ev)
+			if err := checkTransition(s, next, ev, acts); err != nil {
+				t.Fatalf("event %d %T%+v: %v", n, ev, ev, err)
+			}
+			s = next
+		}
+		if err := roundTrip(s); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

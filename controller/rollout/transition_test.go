@@ -1,0 +1,222 @@
+package rollout
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// Preludes put the rollout in a known state; each builds on the one
+// before. The strategy: setWeight 20; pause 30s; analysis sr;
+// setWeight 50; pause, with background analysis "er" from step 2.
+var (
+	pSpecs = []string{
+		`spec v1 version=v1 bg=er@2 steps="setWeight 20; pause 30s; analysis sr; setWeight 50; pause"`,
+		`spec v2 version=v2 bg=er@2 steps="setWeight 20; pause 30s; analysis sr; setWeight 50; pause"`,
+		`spec v3 version=v3 bg=er@2 steps="setWeight 20; pause 30s; analysis sr; setWeight 50; pause"`,
+		`spec v2-more version=v2 bg=er@2 steps="setWeight 20; pause 30s; analysis sr; setWeight 50; pause; setWeight 70; pause"`,
+		`spec v2-short version=v2 bg=er@2 steps="setWeight 20"`,
+		`spec v2-host version=v2 host=other.internal bg=er@2 steps="setWeight 20; pause 30s; analysis sr; setWeight 50; pause"`,
+	}
+	pHealthy     = append(pSpecs[:len(pSpecs):len(pSpecs)], "change v1 commit=aaaaaaa1")
+	pAwaitAck    = append(pHealthy[:len(pHealthy):len(pHealthy)], "change v2 commit=bbbbbbb2")
+	pTimedPause  = append(pAwaitAck[:len(pAwaitAck):len(pAwaitAck)], "ack")
+	pAnalysis    = append(pTimedPause[:len(pTimedPause):len(pTimedPause)], "fire")
+	pAwaitAck50  = append(pAnalysis[:len(pAnalysis):len(pAnalysis)], "result phase=Successful")
+	pFinalPause  = append(pAwaitAck50[:len(pAwaitAck50):len(pAwaitAck50)], "ack")
+	pAborted     = append(pTimedPause[:len(pTimedPause):len(pTimedPause)], "abort")
+	pUserPaused  = append(pTimedPause[:len(pTimedPause):len(pTimedPause)], "pause")
+	pPending     = append(pTimedPause[:len(pTimedPause):len(pTimedPause)], `change v2-more commit=ccccccc3 risky="weight jump"`)
+	pInconclusiv = append(pAnalysis[:len(pAnalysis):len(pAnalysis)], "result phase=Inconclusive")
+	pNacked      = append(pAwaitAck[:len(pAwaitAck):len(pAwaitAck)], "nack reason=bad")
+)
+
+// kindOf names an action for the table: its type, or the event of an alert.
+func kindOf(a Action) string {
+	switch a := a.(type) {
+	case SetTraffic:
+		return "set-traffic"
+	case StartAnalysis:
+		return "start-analysis:" + string(a.Kind)
+	case StopAnalysis:
+		return "stop-analysis"
+	case StartTimer:
+		return "start-timer"
+	case CancelTimer:
+		return "cancel-timer"
+	case Notify:
+		return string(a.Alert.Event)
+	}
+	return fmt.Sprintf("%T", a)
+}
+
+// TestTransitions covers every (state, event) transition of the machine:
+// the phase, step, canary weight and the actions, in order.
+func TestTransitions(t *testing.T) {
+	tests := []struct {
+		name    string
+		prelude []string
+		event   string
+		phase   Phase
+		step    int32
+		canary  int32
+		aborted bool
+		actions []string // nil: the event changes nothing at all
+	}{
+		{"first version is stable at 100", pSpecs, "change v1 commit=aaaaaaa1", PhaseHealthy, 5, 0, false, []string{"set-traffic"}},
+		{"cosmetic change when healthy", pHealthy, "change v1 commit=abcdef9 class=Cosmetic", PhaseHealthy, 5, 0, false, []string{}},
+		{"new version starts canary at step 0", pHealthy, "change v2 commit=bbbbbbb2", PhaseProgressing, 0, 20, false, []string{"set-traffic", "rollout-started"}},
+		{"ack starts the timed pause", pAwaitAck, "ack", PhasePaused, 1, 20, false, []string{"step-completed", "start-timer"}},
+		{"stale ack keeps waiting", pAwaitAck, "ack gen=1", PhaseProgressing, 0, 20, false, []string{}},
+		{"ack of unknown generation ignored", pAwaitAck, "ack gen=42", PhaseProgressing, 0, 20, false, nil},
+		{"ack timeout goes on", pAwaitAck, "acktimeout", PhasePaused, 1, 20, false, []string{"step-completed", "start-timer"}},
+		{"nack holds the step", pAwaitAck, "nack reason=bad", PhasePaused, 0, 20, false, []string{"xds-nack"}},
+		{"ack after nack releases", pNacked, "ack", PhasePaused, 1, 20, false, []string{"step-completed", "start-timer"}},
+		{"resume after nack goes on", pNacked, "resume", PhasePaused, 1, 20, false, []string{"step-completed", "start-timer"}},
+		{"timer completes pause, analysis and background start", pTimedPause, "fire", PhaseProgressing, 2, 20, false, []string{"step-completed", "start-analysis:background", "start-analysis:step"}},
+		{"stale timer ignored", pTimedPause, "fire id=pause/9/9", PhasePaused, 1, 20, false, nil},
+		{"analysis progress records metrics", pAnalysis, "result phase=Running metric=sr value=0.99", PhaseProgressing, 2, 20, false, []string{}},
+		{"analysis success moves on", pAnalysis, "result phase=Successful", PhaseProgressing, 3, 50, false, []string{"set-traffic", "step-completed"}},
+		{"analysis inconclusive pauses", pAnalysis, "result phase=Inconclusive", PhasePaused, 2, 20, false, []string{"rollout-paused"}},
+		{"analysis failed aborts", pAnalysis, "result phase=Failed metric=sr value=0.5", PhaseDegraded, 2, 0, true, []string{"set-traffic", "analysis-failed", "stop-analysis", "rollout-aborted"}},
+		{"analysis error aborts", pAnalysis, "result phase=Error", PhaseDegraded, 2, 0, true, []string{"set-traffic", "analysis-error", "stop-analysis", "rollout-aborted"}},
+		{"background failure aborts at final pause", pFinalPause, "result run=background phase=Failed", PhaseDegraded, 4, 0, true, []string{"set-traffic", "analysis-failed", "rollout-aborted"}},
+		{"background success keeps going", pFinalPause, "result run=background phase=Successful", PhasePaused, 4, 50, false, []string{}},
+		{"result for unknown run ignored", pAnalysis, "result run=nope-1 phase=Failed", PhaseProgressing, 2, 20, false, nil},
+		{"promote at final pause completes", pFinalPause, "promote", PhaseHealthy, 5, 0, false, []string{"set-traffic", "step-completed", "stop-analysis", "rollout-completed"}},
+		{"promote at timed pause skips it", pTimedPause, "promote", PhaseProgressing, 2, 20, false, []string{"cancel-timer", "step-completed", "start-analysis:background", "start-analysis:step"}},
+		{"promote at inconclusive skips the analysis", pInconclusiv, "promote", PhaseProgressing, 3, 50, false, []string{"set-traffic", "step-completed"}},
+		{"retry at inconclusive re-runs the analysis", pInconclusiv, "retry", PhaseProgressing, 2, 20, false, []string{"start-analysis:step"}},
+		{"resume at inconclusive re-runs the analysis", pInconclusiv, "resume", PhaseProgressing, 2, 20, false, []string{"start-analysis:step"}},
+		{"promote full goes to 100", pTimedPause, "promote-full", PhaseHealthy, 5, 0, false, []string{"set-traffic", "cancel-timer", "rollout-completed"}},
+		{"abort sends all to stable", pTimedPause, "abort", PhaseDegraded, 1, 0, true, []string{"set-traffic", "cancel-timer", "rollout-aborted"}},
+		{"abort while waiting for ack", pAwaitAck, "abort", PhaseDegraded, 0, 0, true, []string{"set-traffic", "rollout-aborted"}},
+		{"aborted ignores acks", pAborted, "ack", PhaseDegraded, 1, 0, true, []string{}},
+		{"aborted refuses promote", pAborted, "promote", PhaseDegraded, 1, 0, true, nil},
+		{"retry restarts from step 0", pAborted, "retry", PhaseProgressing, 0, 20, false, []string{"set-traffic", "rollout-started"}},
+		{"new version after abort", pAborted, "change v3 commit=ccccccc3", PhaseProgressing, 0, 20, false, []string{"set-traffic", "rollout-started"}},
+		{"same version after abort stays aborted", pAborted, "change v2 commit=ccccccc3 class=Cosmetic", PhaseDegraded, 1, 0, true, []string{}},
+		{"pause holds", pTimedPause, "pause", PhasePaused, 1, 20, false, []string{"rollout-paused"}},
+		{"timer while paused completes the step only", pUserPaused, "fire", PhasePaused, 1, 20, false, []string{}},
+		{"resume continues", pUserPaused, "resume", PhasePaused, 1, 20, false, []string{}},
+		{"risky change waits for approval", pTimedPause, `change v2-more commit=ccccccc3 risky="weight jump"`, PhasePaused, 1, 20, false, []string{"rollout-paused"}},
+		{"approve applies the change", pPending, "approve", PhasePaused, 1, 20, false, []string{}},
+		{"newer safe change supersedes pending", pPending, "change v2 commit=ddddddd4", PhasePaused, 1, 20, false, []string{}},
+		{"promote refused while pending", pPending, "promote", PhasePaused, 1, 20, false, nil},
+		{"new version mid-canary replaces it", pAnalysis, "change v3 commit=ccccccc3", PhaseProgressing, 0, 20, false, []string{"set-traffic", "stop-analysis", "stop-analysis", "rollout-started"}},
+		{"stable version mid-canary rolls back", pAnalysis, "change v1 commit=ccccccc3", PhaseHealthy, 5, 0, false, []string{"set-traffic", "stop-analysis", "stop-analysis"}},
+		{"edit keeps the current step", pTimedPause, "change v2-more commit=ccccccc3 class=StrategyEdit", PhasePaused, 1, 20, false, []string{}},
+		{"edit clamped past the end promotes", pTimedPause, "change v2-short commit=ccccccc3 class=StrategyEdit", PhaseHealthy, 1, 0, false, []string{"set-traffic", "cancel-timer", "rollout-completed"}},
+		{"endpoint edit pushes traffic", pTimedPause, "change v2-host commit=ccccccc3 class=EndpointsOnly", PhasePaused, 1, 20, false, []string{"set-traffic"}},
+		{"removed stops managing", pTimedPause, "remove commit=ccccccc3", PhasePaused, 1, 20, false, []string{"cancel-timer", "rollout-unmanaged"}},
+		{"invalid keeps the spec in force", pTimedPause, `invalid commit=ccccccc3 error="bad"`, PhasePaused, 1, 20, false, []string{"strategy-invalid"}},
+		{"restart re-arms timer and traffic", pTimedPause, "restart", PhasePaused, 1, 20, false, []string{"set-traffic", "start-timer"}},
+		{"restart restarts running analyses", pAnalysis, "restart", PhaseProgressing, 2, 20, false, []string{"set-traffic", "start-analysis:step", "start-analysis:background"}},
+		{"promote refused when healthy", pHealthy, "promote", PhaseHealthy, 5, 0, false, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness()
+			for _, line := range tt.prelude {
+				if _, err := h.run(line); err != nil {
+					t.Fatalf("prelude %q: %v", line, err)
+				}
+			}
+			before := h.state
+			out, err := h.run(tt.event)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := h.state
+			if tt.actions == nil {
+				if !reflect.DeepEqual(before, s) || len(h.acts) != 0 {
+					t.Fatalf("want no change, got:\n%s", strings.Join(out, "\n"))
+				}
+				return
+			}
+			var kinds []string
+			for _, a := range h.acts {
+				kinds = append(kinds, kindOf(a))
+			}
+			if s.Phase != tt.phase || s.StepIndex != tt.step || s.Weights.Canary != tt.canary || s.Aborted != tt.aborted ||
+				strings.Join(kinds, ",") != strings.Join(tt.actions, ",") {
+				t.Errorf("got phase=%s step=%d canary=%d aborted=%v actions=%v\nwant phase=%s step=%d canary=%d aborted=%v actions=%v\n%s",
+					s.Phase, s.StepIndex, s.Weights.Canary, s.Aborted, kinds,
+					tt.phase, tt.step, tt.canary, tt.aborted, tt.actions, strings.Join(out, "\n"))
+			}
+			if s.Seq != before.Seq+1 {
+				t.Errorf("seq %d -> %d, want +1", before.Seq, s.Seq)
+			}
+			if err := checkInvariants(s); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestStepIsPure checks that Step leaves its input untouched and gives the
+// same answer twice.
+func TestStepIsPure(t *testing.T) {
+	h := newHarness()
+	for _, line := range pAnalysis {
+		if _, err := h.run(line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := h.state
+	snapshot := in.clone()
+	events := []Event{
+		AnalysisResult{Run: in.StepRun, Phase: AnalysisFailed},
+		Command{Kind: CmdPromoteFull},
+		Change{Commit: "x", Rollout: h.specs["v3"]},
+		Restart{},
+	}
+	for _, ev := range events {
+		t.Run(fmt.Sprintf("%T", ev), func(t *testing.T) {
+			s1, a1 := Step(in, ev)
+			s2, a2 := Step(in, ev)
+			if !reflect.DeepEqual(in, snapshot) {
+				t.Fatal("Step changed its input state")
+			}
+			if !reflect.DeepEqual(s1, s2) || !reflect.DeepEqual(a1, a2) {
+				t.Fatal("Step is not deterministic")
+			}
+		})
+	}
+}
+
+func TestAllows(t *testing.T) {
+	tests := []struct {
+		prelude []string
+		allowed []CommandKind
+	}{
+		{pSpecs, nil},
+		{pHealthy, nil},
+		{pTimedPause, []CommandKind{CmdPromote, CmdPromoteFull, CmdAbort, CmdPause}},
+		{pUserPaused, []CommandKind{CmdPromote, CmdPromoteFull, CmdAbort, CmdResume}},
+		{pAborted, []CommandKind{CmdRetry}},
+		{pPending, []CommandKind{CmdAbort, CmdApprove, CmdPause}},
+		{pInconclusiv, []CommandKind{CmdPromote, CmdPromoteFull, CmdAbort, CmdRetry, CmdPause, CmdResume}},
+	}
+	all := []CommandKind{CmdPromote, CmdPromoteFull, CmdAbort, CmdRetry, CmdApprove, CmdPause, CmdResume}
+	for i, tt := range tests {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			h := newHarness()
+			for _, line := range tt.prelude {
+				if _, err := h.run(line); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got []CommandKind
+			for _, c := range all {
+				if h.state.Allows(c) == nil {
+					got = append(got, c)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.allowed) {
+				t.Errorf("allowed %v, want %v", got, tt.allowed)
+			}
+		})
+	}
+}
