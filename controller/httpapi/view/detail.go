@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/httpapi"
@@ -14,7 +13,7 @@ import (
 // a weight bar, versions, header routes, analysis runs with their latest
 // values, load errors, and the last events (oldest first).
 func Detail(w io.Writer, s httpapi.RolloutStatus, events []httpapi.Event) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
+	tw := newTable(w, 1)
 	fmt.Fprintf(tw, "Rollout:\t%s/%s\n", s.Namespace, s.Name)
 	fmt.Fprintf(tw, "Phase:\t%s\n", orDash(string(s.Phase)))
 	if s.Message != "" {
@@ -41,7 +40,7 @@ func Detail(w io.Writer, s httpapi.RolloutStatus, events []httpapi.Event) error 
 	}
 	if len(s.AnalysisRuns) > 0 {
 		fmt.Fprintln(w, "\nAnalysis runs:")
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw = newTable(w, 2)
 		for _, r := range s.AnalysisRuns {
 			fmt.Fprintf(tw, "  %s\t%s\t\t\n", r.Name, r.Phase)
 			for _, m := range r.Metrics {

@@ -3,14 +3,13 @@ package view
 import (
 	"fmt"
 	"io"
-	"text/tabwriter"
 
 	"github.com/sluice-dev/sluice/controller/httpapi"
 )
 
 // Table writes the `sluice get rollouts` table.
 func Table(w io.Writer, items []httpapi.RolloutStatus) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w, 2)
 	fmt.Fprintln(tw, "NAME\tPHASE\tSTEP\tWEIGHTS\tSTABLE\tCANARY\tCOMMIT\tMESSAGE")
 	for _, s := range items {
 		fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",

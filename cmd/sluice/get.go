@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/httpapi"
+	"github.com/sluice-dev/sluice/controller/httpapi/client"
+	"github.com/sluice-dev/sluice/controller/httpapi/view"
+)
+
+func newGetCmd() *cobra.Command {
+	get := &cobra.Command{
+		Use:   "get",
+		Short: "Show rollout status from the daemon",
+		Args:  cobra.NoArgs,
+	}
+	get.AddCommand(newGetRolloutsCmd(), newGetRolloutCmd())
+	return get
+}
+
+func newGetRolloutsCmd() *cobra.Command {
+	var o clientOptions
+	cmd := &cobra.Command{
+		Use:     "rollouts",
+		Aliases: []string{"ro"},
+		Short:   "List every rollout: phase, step, weights, versions",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.checkOutput(); err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			items, err := c.List(cmd.Context())
+			if err != nil {
+				return apiFailure(cmd, err)
+			}
+			if o.output == "json" || o.output == "yaml" {
+				return printStructured(cmd.OutOrStdout(), o.output, httpapi.List{Items: items})
+			}
+			return view.Table(cmd.OutOrStdout(), items)
+		},
+	}
+	o.addFlags(cmd, true)
+	return cmd
+}
+
+type getRolloutOptions struct {
+	clientOptions
+	watch bool
+}
+
+func newGetRolloutCmd() *cobra.Command {
+	var o getRolloutOptions
+	cmd := &cobra.Command{
+		Use:   "rollout NAME",
+		Short: "Show one rollout (NAME is namespace/name or name in namespace default)",
+		Long: `Show one rollout: phase, step i/n and its message, weights as a bar, header
+routes, analysis runs with their latest values, and the last events.
+With --watch the view follows the daemon's event stream: redrawn in place on
+a terminal, one appended line per event otherwise.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.checkOutput(); err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			key := api.ParseKey(args[0])
+			if o.watch {
+				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				return apiFailure(cmd, watchRollout(ctx, c, key, cmd.OutOrStdout(), o.output))
+			}
+			st, err := c.Get(cmd.Context(), key)
+			if err != nil {
+				return apiFailure(cmd, err)
+			}
+			if o.output == "json" || o.output == "yaml" {
+				return printStructured(cmd.OutOrStdout(), o.output, st)
+			}
+			events, err := c.Recent(cmd.Context(), key)
+			if err != nil {
+				return apiFailure(cmd, err)
+			}
+			return view.Detail(cmd.OutOrStdout(), st, events)
+		},
+	}
+	o.addFlags(cmd, true)
+	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "follow the rollout until interrupted")
+	return cmd
+}
+
+// clearScreen moves the cursor home and clears the terminal.
+const clearScreen = "\x1b[H\x1b[2J"
+
+// watchRollout renders every update: the whole view in place on a
+// terminal; otherwise a status line first and one line per event, or one
+// JSON/YAML document per update with -o json|yaml.
+func watchRollout(ctx context.Context, c *client.Client, key api.Key, w io.Writer, output string) error {
+	tty := isTerminal(w)
+	return c.Watch(ctx, key, func(u client.Update) error {
+		switch {
+		case output == "json" || output == "yaml":
+			if output == "yaml" {
+				fmt.Fprintln(w, "---")
+			}
+			return printStructured(w, output, u.Status)
+		case tty:
+			fmt.Fprint(w, clearScreen)
+			return view.Detail(w, u.Status, u.Events)
+		case u.Latest == nil:
+			_, err := fmt.Fprintln(w, view.StatusLine(u.Status))
+			return err
+		default:
+			_, err := fmt.Fprintln(w, view.EventLine(*u.Latest))
+			return err
+		}
+	})
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
