@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 
 	"github.com/sluice-dev/sluice/api"
 )
@@ -53,9 +54,12 @@ func (j Judgement) String() string {
 		return fmt.Sprintf("not enough data: canary %d, baseline %d samples (minSamples %d)", j.CanaryN, j.BaselineN, j.MinSamples)
 	}
 	return fmt.Sprintf("%s: canary median %s vs baseline %s, shift %s, %g%% CI [%s, %s], allowed ±%s, p=%.3g",
-		j.Class, formatFloat(j.CanaryMedian), formatFloat(j.BaselineMedian), formatFloat(j.Test.Shift),
-		j.Confidence*100, formatFloat(j.Test.Lower), formatFloat(j.Test.Upper), formatFloat(j.Allowed), j.Test.P)
+		j.Class, short(j.CanaryMedian), short(j.BaselineMedian), short(j.Test.Shift),
+		j.Confidence*100, short(j.Test.Lower), short(j.Test.Upper), short(j.Allowed), j.Test.P)
 }
+
+// short prints 4 significant digits: enough to read a verdict.
+func short(f float64) string { return strconv.FormatFloat(f, 'g', 4, 64) }
 
 // JudgeConfig fills the judge defaults (Kayenta's confidence 0.98 and
 // tolerance 0.25, 20 samples, direction either) into c.

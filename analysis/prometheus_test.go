@@ -23,7 +23,7 @@ import (
 //
 //	v1     stable: all 200, p99 ≈ 100ms
 //	v2     healthy canary: all 200, p99 ≈ 100ms
-//	bad    failing canary: half 500, p99 ≈ 130ms
+//	bad    failing canary: half 500, p99 ≈ 150ms
 //	idle   canary without traffic: counters stay 0
 //	absent never exported
 func traffic(t *testing.T, reg *prometheus.Registry) {
@@ -50,7 +50,7 @@ func traffic(t *testing.T, reg *prometheus.Registry) {
 			requests.WithLabelValues("bad", "500").Add(5)
 			p99.WithLabelValues("v1").Set(0.1 + rng.NormFloat64()*0.003)
 			p99.WithLabelValues("v2").Set(0.1 + rng.NormFloat64()*0.003)
-			p99.WithLabelValues("bad").Set(0.13 + rng.NormFloat64()*0.003)
+			p99.WithLabelValues("bad").Set(0.15 + rng.NormFloat64()*0.003)
 		}
 	}()
 }
@@ -76,6 +76,19 @@ func promMetric(name, address, query, success string, interval time.Duration, co
 		ConsecutiveErrorLimit: api.IntOrArg{Value: 4},
 		Provider: api.Provider{Kind: api.ProviderPrometheus, Prometheus: &api.PrometheusProvider{
 			Address: address, Query: query, Timeout: 10 * time.Second,
+		}},
+	}
+}
+
+func judgeMetric(name, address, canary, baseline string) api.Metric {
+	q := func(v string) string { return fmt.Sprintf(`http_request_p99_seconds{version=%q}`, v) }
+	return api.Metric{
+		Name:                  name,
+		ConsecutiveErrorLimit: api.IntOrArg{Value: 4},
+		Provider: api.Provider{Kind: api.ProviderJudge, Judge: &api.JudgeProvider{
+			Address: address, CanaryQuery: q(canary), BaselineQuery: q(baseline),
+			Lookback: 3 * time.Second, Step: 100 * time.Millisecond, Direction: api.DirectionIncrease,
+			MinSamples: 20, Critical: true,
 		}},
 	}
 }
@@ -141,6 +154,22 @@ func TestPrometheusProvider(t *testing.T) {
 			want: PhaseSuccessful, wantReason: "all metrics successful (dry-run: canary-errors Failed)",
 		},
 		{
+			name:    "judge passes a healthy canary",
+			spec:    RunSpec{Builtins: builtins},
+			metrics: []api.Metric{judgeMetric("p99", p.URL, "{{args.canary}}", "{{args.stable}}")},
+			want:    PhaseSuccessful, wantValue: "100",
+		},
+		{
+			name:    "judge fails a slow canary",
+			metrics: []api.Metric{judgeMetric("p99", p.URL, "bad", "v1")},
+			want:    PhaseFailed, wantReason: "p99: 0 < 75; High: canary median 0.15",
+		},
+		{
+			name:    "judge without canary data is inconclusive",
+			metrics: []api.Metric{judgeMetric("p99", p.URL, "absent", "v1")},
+			want:    PhaseInconclusive, wantReason: "p99: not enough data: canary 0, baseline 31 samples (minSamples 20)",
+		},
+		{
 			name:    "bad query is an error",
 			metrics: []api.Metric{promMetric("broken", p.URL, "sum(rate(", "result[0] >= 0.99", 0, 1)},
 			want:    PhaseError, wantReason: "broken: 1 consecutive errors, last: prometheus query: bad_data",
@@ -149,6 +178,10 @@ func TestPrometheusProvider(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
+			if tt.metrics[0].Provider.Judge != nil {
+				// The judge looks 3s back: wait for that much history.
+				p.WaitFor(t, `count_over_time(http_request_p99_seconds{version="v1"}[4s]) > 7`, 1, 60*time.Second)
+			}
 			if tt.name == "bad query is an error" {
 				tt.metrics[0].ConsecutiveErrorLimit = api.IntOrArg{Value: 0}
 			}
