@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/httpapi/apitest"
+	"github.com/sluice-dev/sluice/controller/rollout"
 )
 
 // The -update flag may be registered by another test file of this package
@@ -34,26 +35,26 @@ func updateGolden() bool {
 
 func statusCheckout() httpapi.RolloutStatus {
 	return httpapi.RolloutStatus{
-		Namespace: "default", Name: "checkout", Phase: httpapi.PhasePaused,
+		Namespace: "default", Name: "checkout", Phase: rollout.PhasePaused,
 		Message: "step 3/6: pause 30s", Commit: "9f8d111aaaaaaaaa",
 		StableVersion: "shop/checkout:v1", CanaryVersion: "shop/checkout:v2",
 		StepIndex: 2, StepCount: 6, Weights: api.Weights{Stable: 90, Canary: 10},
 		HeaderRoutes: []api.HeaderRoute{{Name: "testers", Match: []api.HeaderMatch{{HeaderName: "x-canary", HeaderValue: api.StringMatch{Exact: "always"}}}}},
-		AnalysisRuns: []httpapi.AnalysisRun{{Name: "success-rate-1", Phase: "Running", Metrics: []httpapi.MetricStatus{{Name: "success-rate", Phase: "Successful", Value: "0.998"}}}},
+		AnalysisRuns: []rollout.RunStatus{{Name: "success-rate-1", Phase: "Running", Metrics: []rollout.MetricStatus{{Name: "success-rate", Phase: "Successful", Value: "0.998"}}}},
 	}
 }
 
 func statusCart() httpapi.RolloutStatus {
 	return httpapi.RolloutStatus{
-		Namespace: "shop", Name: "cart", Phase: httpapi.PhaseDegraded, Message: "aborted: analysis error-rate failed",
+		Namespace: "shop", Name: "cart", Phase: rollout.PhaseDegraded, Message: "aborted: analysis error-rate failed",
 		Commit: "abc1234def", StableVersion: "shop/cart:v7", CanaryVersion: "shop/cart:v8",
 		StepIndex: 1, StepCount: 4, Weights: api.Weights{Stable: 100}, Aborted: true,
-		Errors: []httpapi.LoadError{{File: "shop/cart.yaml", Line: 14, Field: "spec.strategy.canary.steps[2].setWeight", Message: "must be between 0 and 100"}},
+		Errors: []rollout.ErrorStatus{{File: "shop/cart.yaml", Line: 14, Field: "spec.strategy.canary.steps[2].setWeight", Message: "must be between 0 and 100"}},
 	}
 }
 
 func statusSearch() httpapi.RolloutStatus {
-	return httpapi.RolloutStatus{Namespace: "default", Name: "search", Phase: httpapi.PhaseHealthy, StableVersion: "search:v3", Weights: api.Weights{Stable: 100}}
+	return httpapi.RolloutStatus{Namespace: "default", Name: "search", Phase: rollout.PhaseHealthy, StableVersion: "search:v3", Weights: api.Weights{Stable: 100}}
 }
 
 // startAPI serves the real httpapi handler over a test backend.
@@ -176,15 +177,15 @@ func TestCommands(t *testing.T) {
 		wantCode int // 0: success
 		wantOut  string
 		wantErr  string
-		wantCmd  httpapi.Command
+		wantCmd  rollout.CommandKind
 	}{
-		{name: "promote", args: []string{"promote", "checkout", "--token-file", tokenFile}, wantOut: "default/checkout Progressing step 4/6", wantCmd: httpapi.Promote},
-		{name: "promote full", args: []string{"promote", "default/checkout", "--full", "--token-file", tokenFile}, wantOut: "Healthy step 6/6 weights 100/0", wantCmd: httpapi.PromoteFull},
-		{name: "abort", args: []string{"abort", "checkout", "--token-file", tokenFile}, wantOut: "Degraded", wantCmd: httpapi.Abort},
-		{name: "retry", args: []string{"retry", "shop/cart", "--token-file", tokenFile}, wantOut: "shop/cart Progressing step 1/4", wantCmd: httpapi.Retry},
-		{name: "approve", args: []string{"approve", "checkout", "--token-file", tokenFile}, wantCmd: httpapi.Approve},
-		{name: "pause", args: []string{"pause", "checkout", "--token-file", tokenFile}, wantOut: "Paused", wantCmd: httpapi.Pause},
-		{name: "resume json", args: []string{"resume", "checkout", "--token-file", tokenFile, "-o", "json"}, wantOut: `"phase": "Progressing"`, wantCmd: httpapi.Resume},
+		{name: "promote", args: []string{"promote", "checkout", "--token-file", tokenFile}, wantOut: "default/checkout Progressing step 4/6", wantCmd: rollout.CmdPromote},
+		{name: "promote full", args: []string{"promote", "default/checkout", "--full", "--token-file", tokenFile}, wantOut: "Healthy step 6/6 weights 100/0", wantCmd: rollout.CmdPromoteFull},
+		{name: "abort", args: []string{"abort", "checkout", "--token-file", tokenFile}, wantOut: "Degraded", wantCmd: rollout.CmdAbort},
+		{name: "retry", args: []string{"retry", "shop/cart", "--token-file", tokenFile}, wantOut: "shop/cart Progressing step 1/4", wantCmd: rollout.CmdRetry},
+		{name: "approve", args: []string{"approve", "checkout", "--token-file", tokenFile}, wantCmd: rollout.CmdApprove},
+		{name: "pause", args: []string{"pause", "checkout", "--token-file", tokenFile}, wantOut: "Paused", wantCmd: rollout.CmdPause},
+		{name: "resume json", args: []string{"resume", "checkout", "--token-file", tokenFile, "-o", "json"}, wantOut: `"phase": "Progressing"`, wantCmd: rollout.CmdResume},
 		{name: "no token", args: []string{"abort", "checkout"}, wantCode: 1, wantErr: "401"},
 		{name: "wrong token", args: []string{"abort", "checkout", "--token-file", wrongFile}, wantCode: 1, wantErr: "--token-file"},
 		{name: "unknown rollout", args: []string{"abort", "nope", "--token-file", tokenFile}, wantCode: 1, wantErr: "404"},
@@ -196,7 +197,7 @@ func TestCommands(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			be, url := startAPI(t, "s3cr3t")
 			if tt.name == "refused" {
-				be.Refuse(httpapi.Resume)
+				be.Refuse(rollout.CmdResume)
 			}
 			out, errOut, err := runClientCmd(context.Background(), append(tt.args, "--server", url)...)
 			code := cliExitCode(err)
@@ -252,7 +253,7 @@ func TestWatchAppendsLinesWithoutTerminal(t *testing.T) {
 	waitForOutput(t, out, "default/checkout Paused step 3/6 weights 90/10: step 3/6: pause 30s")
 
 	st := statusCheckout()
-	st.Phase, st.StepIndex, st.Weights, st.Message = httpapi.PhaseProgressing, 4, api.Weights{Stable: 50, Canary: 50}, "step 5/6: setWeight 50"
+	st.Phase, st.StepIndex, st.Weights, st.Message = rollout.PhaseProgressing, 4, api.Weights{Stable: 50, Canary: 50}, "step 5/6: setWeight 50"
 	be.Set(st, "step-completed", "pause 30s done")
 	waitForOutput(t, out, "default/checkout step-completed: pause 30s done [Progressing step 5/6 weights 50/50]")
 	// Another rollout's events are not shown.

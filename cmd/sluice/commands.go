@@ -6,28 +6,27 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-dev/sluice/api"
-	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/httpapi/view"
 )
 
 // The operator commands: one cobra command per verb, all the same shape.
 func newPromoteCmd() *cobra.Command {
-	return newVerbCmd(httpapi.Promote, "Move a paused canary to its next step (--full: promote to 100 % now)")
+	return newVerbCmd("promote", "Move a paused canary to its next step (--full: promote to 100 % now)")
 }
 func newAbortCmd() *cobra.Command {
-	return newVerbCmd(httpapi.Abort, "Send all traffic back to stable and hold the rollout Degraded")
+	return newVerbCmd("abort", "Send all traffic back to stable and hold the rollout Degraded")
 }
 func newRetryCmd() *cobra.Command {
-	return newVerbCmd(httpapi.Retry, "Start an aborted canary again from its first step")
+	return newVerbCmd("retry", "Start an aborted canary again from its first step")
 }
 func newApproveCmd() *cobra.Command {
-	return newVerbCmd(httpapi.Approve, "Approve a risky strategy change waiting in phase Paused")
+	return newVerbCmd("approve", "Approve a risky strategy change waiting in phase Paused")
 }
 func newPauseCmd() *cobra.Command {
-	return newVerbCmd(httpapi.Pause, "Hold the canary at its current step")
+	return newVerbCmd("pause", "Hold the canary at its current step")
 }
 func newResumeCmd() *cobra.Command {
-	return newVerbCmd(httpapi.Resume, "Continue a canary held by pause")
+	return newVerbCmd("resume", "Continue a canary held by pause")
 }
 
 type verbOptions struct {
@@ -35,10 +34,10 @@ type verbOptions struct {
 	full bool
 }
 
-func newVerbCmd(verb httpapi.Command, short string) *cobra.Command {
+func newVerbCmd(verb, short string) *cobra.Command {
 	var o verbOptions
 	cmd := &cobra.Command{
-		Use:   string(verb) + " NAME",
+		Use:   verb + " NAME",
 		Short: short,
 		Long: short + `.
 NAME is namespace/name, or name in namespace default. Prints the rollout's
@@ -52,7 +51,7 @@ new status; with --token-file the token is sent as a bearer token.`,
 			if err != nil {
 				return err
 			}
-			st, err := c.Command(cmd.Context(), api.ParseKey(args[0]), string(verb), o.full)
+			st, err := c.Command(cmd.Context(), api.ParseKey(args[0]), verb, o.full)
 			if err != nil {
 				return apiFailure(cmd, err)
 			}
@@ -64,7 +63,7 @@ new status; with --token-file the token is sent as a bearer token.`,
 		},
 	}
 	o.addFlags(cmd, true)
-	if verb == httpapi.Promote {
+	if verb == "promote" {
 		cmd.Flags().BoolVar(&o.full, "full", false, "skip the remaining steps and promote the canary to 100 %")
 	}
 	return cmd

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/rollout"
 )
 
 // Backend is what the API serves. The runner implements it.
@@ -16,7 +17,7 @@ type Backend interface {
 	// Command applies an operator command and returns the new status. It
 	// returns an error wrapping ErrNotFound for an unknown rollout and
 	// ErrNotAllowed when the command does not apply in the current state.
-	Command(ctx context.Context, key api.Key, cmd Command) (RolloutStatus, error)
+	Command(ctx context.Context, key api.Key, cmd rollout.Command) (RolloutStatus, error)
 	// Subscribe streams rollout events until ctx is done; the channel is
 	// closed then.
 	Subscribe(ctx context.Context) <-chan Event

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/rollout"
 )
 
 // memBackend is the Backend the handler tests drive: a map of statuses, a
@@ -16,12 +17,12 @@ type memBackend struct {
 	*Broker
 	mu       sync.Mutex
 	items    map[api.Key]RolloutStatus
-	commands []Command
-	refuse   map[Command]bool
+	commands []rollout.CommandKind
+	refuse   map[rollout.CommandKind]bool
 }
 
 func newMemBackend(items ...RolloutStatus) *memBackend {
-	b := &memBackend{Broker: NewBroker(BrokerOptions{}), items: map[api.Key]RolloutStatus{}, refuse: map[Command]bool{}}
+	b := &memBackend{Broker: NewBroker(BrokerOptions{}), items: map[api.Key]RolloutStatus{}, refuse: map[rollout.CommandKind]bool{}}
 	for _, s := range items {
 		b.items[api.Key{Namespace: s.Namespace, Name: s.Name}] = s
 	}
@@ -47,38 +48,38 @@ func (b *memBackend) Get(key api.Key) (RolloutStatus, bool) {
 
 // Command applies a toy version of the commands, enough to see that the
 // answer is the new status.
-func (b *memBackend) Command(_ context.Context, key api.Key, cmd Command) (RolloutStatus, error) {
+func (b *memBackend) Command(_ context.Context, key api.Key, cmd rollout.Command) (RolloutStatus, error) {
 	b.mu.Lock()
 	s, ok := b.items[key]
 	if !ok {
 		b.mu.Unlock()
-		return RolloutStatus{}, fmt.Errorf("command %s: %w", cmd, ErrNotFound)
+		return RolloutStatus{}, fmt.Errorf("command %s: %w", cmd.Kind, ErrNotFound)
 	}
-	if b.refuse[cmd] {
+	if b.refuse[cmd.Kind] {
 		b.mu.Unlock()
-		return RolloutStatus{}, fmt.Errorf("%s in phase %s: %w", cmd, s.Phase, ErrNotAllowed)
+		return RolloutStatus{}, fmt.Errorf("%s in phase %s: %w", cmd.Kind, s.Phase, ErrNotAllowed)
 	}
-	b.commands = append(b.commands, cmd)
-	switch cmd {
-	case PromoteFull:
-		s.Phase, s.StableVersion, s.CanaryVersion = PhaseHealthy, s.CanaryVersion, ""
+	b.commands = append(b.commands, cmd.Kind)
+	switch cmd.Kind {
+	case rollout.CmdPromoteFull:
+		s.Phase, s.StableVersion, s.CanaryVersion = rollout.PhaseHealthy, s.CanaryVersion, ""
 		s.Weights, s.StepIndex = api.Weights{Stable: 100}, s.StepCount
-	case Promote:
-		s.Phase, s.StepIndex = PhaseProgressing, s.StepIndex+1
-	case Abort:
-		s.Phase, s.Aborted, s.Weights = PhaseDegraded, true, api.Weights{Stable: 100}
-	case Pause:
-		s.Phase = PhasePaused
+	case rollout.CmdPromote:
+		s.Phase, s.StepIndex = rollout.PhaseProgressing, s.StepIndex+1
+	case rollout.CmdAbort:
+		s.Phase, s.Aborted, s.Weights = rollout.PhaseDegraded, true, api.Weights{Stable: 100}
+	case rollout.CmdPause:
+		s.Phase = rollout.PhasePaused
 	}
 	b.items[key] = s
 	b.mu.Unlock()
 	st := s
-	b.Publish(Event{Time: time.Now(), Namespace: key.Namespace, Name: key.Name, Type: "command", Message: string(cmd), Status: &st})
+	b.Publish(Event{Time: time.Now(), Namespace: key.Namespace, Name: key.Name, Type: "command", Message: string(cmd.Kind), Status: &st})
 	return s, nil
 }
 
-func (b *memBackend) lastCommands() []Command {
+func (b *memBackend) lastCommands() []rollout.CommandKind {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return append([]Command(nil), b.commands...)
+	return append([]rollout.CommandKind(nil), b.commands...)
 }

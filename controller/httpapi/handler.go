@@ -166,23 +166,22 @@ func (h *Handler) command(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	verb := r.PathValue("command")
-	kind := Command(verb)
-	if !slices.Contains(Verbs, kind) {
-		writeError(w, http.StatusNotFound, fmt.Errorf("unknown command %q", verb))
-		return
-	}
+	full := false
 	if f := r.URL.Query().Get("full"); f != "" {
-		full, err := strconv.ParseBool(f)
+		var err error
+		full, err = strconv.ParseBool(f)
 		if err != nil || verb != "promote" {
 			writeError(w, http.StatusBadRequest, fmt.Errorf("full=%q: only promote takes full=true|false", f))
 			return
 		}
-		if full {
-			kind = PromoteFull
-		}
+	}
+	cmd, ok := commandOf(verb, full)
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Errorf("unknown command %q", verb))
+		return
 	}
 	key := pathKey(r)
-	st, err := h.backend.Command(r.Context(), key, kind)
+	st, err := h.backend.Command(r.Context(), key, cmd)
 	if err != nil {
 		code := http.StatusInternalServerError
 		switch {
@@ -193,11 +192,11 @@ func (h *Handler) command(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, ErrBadCommand):
 			code = http.StatusBadRequest
 		}
-		h.log.Warn("command refused", "rollout", key.String(), "command", kind, "err", err, "status", code)
+		h.log.Warn("command refused", "rollout", key.String(), "command", cmd.Kind, "err", err, "status", code)
 		writeError(w, code, err)
 		return
 	}
-	h.log.Info("command", "rollout", key.String(), "command", kind, "remote", r.RemoteAddr, "phase", st.Phase)
+	h.log.Info("command", "rollout", key.String(), "command", cmd.Kind, "remote", r.RemoteAddr, "phase", st.Phase)
 	writeJSON(w, http.StatusOK, st)
 }
 

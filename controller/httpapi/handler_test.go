@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/rollout"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -40,7 +41,7 @@ const designStatusJSON = `{"namespace": "default", "name": "checkout", "phase": 
  "errors": []}`
 
 func healthy(ns, name string) RolloutStatus {
-	return RolloutStatus{Namespace: ns, Name: name, Phase: PhaseHealthy, StableVersion: "app:v1", Weights: api.Weights{Stable: 100}}
+	return RolloutStatus{Namespace: ns, Name: name, Phase: rollout.PhaseHealthy, StableVersion: "app:v1", Weights: api.Weights{Stable: 100}}
 }
 
 type apiCase struct {
@@ -53,10 +54,10 @@ type apiCase struct {
 	wantCode int
 	// wantBody is a substring of the answer.
 	wantBody string
-	wantCmd  *Command
+	wantCmd  *rollout.CommandKind
 }
 
-func kind(k Command) *Command { return &k }
+func kind(k rollout.CommandKind) *rollout.CommandKind { return &k }
 
 func TestAPI(t *testing.T) {
 	reg := prometheus.NewRegistry()
@@ -80,21 +81,21 @@ func TestAPI(t *testing.T) {
 		{name: "no token", method: "POST", path: "/api/v1/rollouts/default/checkout/promote", wantCode: 401, wantBody: "bearer token"},
 		{name: "wrong token", method: "POST", path: "/api/v1/rollouts/default/checkout/promote", auth: "Bearer nope", wantCode: 401},
 		{name: "basic auth is not a token", method: "POST", path: "/api/v1/rollouts/default/checkout/abort", auth: "Basic czNjcjN0", wantCode: 401},
-		{name: "promote", method: "POST", path: "/api/v1/rollouts/default/checkout/promote", auth: "Bearer s3cr3t", wantCode: 200, wantBody: `"stepIndex":3`, wantCmd: kind(Promote)},
-		{name: "promote full", method: "POST", path: "/api/v1/rollouts/default/checkout/promote?full=true", auth: "bearer s3cr3t", wantCode: 200, wantBody: `"phase":"Healthy"`, wantCmd: kind(PromoteFull)},
-		{name: "promote full=false", method: "POST", path: "/api/v1/rollouts/shop/cart/promote?full=false", auth: "Bearer s3cr3t", wantCode: 200, wantCmd: kind(Promote)},
+		{name: "promote", method: "POST", path: "/api/v1/rollouts/default/checkout/promote", auth: "Bearer s3cr3t", wantCode: 200, wantBody: `"stepIndex":3`, wantCmd: kind(rollout.CmdPromote)},
+		{name: "promote full", method: "POST", path: "/api/v1/rollouts/default/checkout/promote?full=true", auth: "bearer s3cr3t", wantCode: 200, wantBody: `"phase":"Healthy"`, wantCmd: kind(rollout.CmdPromoteFull)},
+		{name: "promote full=false", method: "POST", path: "/api/v1/rollouts/shop/cart/promote?full=false", auth: "Bearer s3cr3t", wantCode: 200, wantCmd: kind(rollout.CmdPromote)},
 		{name: "full on abort", method: "POST", path: "/api/v1/rollouts/shop/cart/abort?full=true", auth: "Bearer s3cr3t", wantCode: 400},
 		{name: "full not a bool", method: "POST", path: "/api/v1/rollouts/shop/cart/promote?full=yes-please", auth: "Bearer s3cr3t", wantCode: 400},
-		{name: "abort", method: "POST", path: "/api/v1/rollouts/shop/cart/abort", auth: "Bearer s3cr3t", wantCode: 200, wantBody: `"aborted":true`, wantCmd: kind(Abort)},
-		{name: "retry", method: "POST", path: "/api/v1/rollouts/shop/cart/retry", auth: "Bearer s3cr3t", wantCode: 200, wantCmd: kind(Retry)},
-		{name: "approve", method: "POST", path: "/api/v1/rollouts/shop/cart/approve", auth: "Bearer s3cr3t", wantCode: 200, wantCmd: kind(Approve)},
-		{name: "pause", method: "POST", path: "/api/v1/rollouts/shop/cart/pause", auth: "Bearer s3cr3t", wantCode: 200, wantBody: `"phase":"Paused"`, wantCmd: kind(Pause)},
+		{name: "abort", method: "POST", path: "/api/v1/rollouts/shop/cart/abort", auth: "Bearer s3cr3t", wantCode: 200, wantBody: `"aborted":true`, wantCmd: kind(rollout.CmdAbort)},
+		{name: "retry", method: "POST", path: "/api/v1/rollouts/shop/cart/retry", auth: "Bearer s3cr3t", wantCode: 200, wantCmd: kind(rollout.CmdRetry)},
+		{name: "approve", method: "POST", path: "/api/v1/rollouts/shop/cart/approve", auth: "Bearer s3cr3t", wantCode: 200, wantCmd: kind(rollout.CmdApprove)},
+		{name: "pause", method: "POST", path: "/api/v1/rollouts/shop/cart/pause", auth: "Bearer s3cr3t", wantCode: 200, wantBody: `"phase":"Paused"`, wantCmd: kind(rollout.CmdPause)},
 		{name: "resume refused", method: "POST", path: "/api/v1/rollouts/shop/cart/resume", auth: "Bearer s3cr3t", wantCode: 409, wantBody: "not allowed"},
 		{name: "unknown command", method: "POST", path: "/api/v1/rollouts/shop/cart/explode", auth: "Bearer s3cr3t", wantCode: 404, wantBody: "unknown command"},
 		{name: "command on unknown rollout", method: "POST", path: "/api/v1/rollouts/shop/nope/abort", auth: "Bearer s3cr3t", wantCode: 404},
 		{name: "body too large", method: "POST", path: "/api/v1/rollouts/shop/cart/pause", auth: "Bearer s3cr3t", body: big, wantCode: 413},
 		{name: "chunked body too large", method: "POST", path: "/api/v1/rollouts/shop/cart/pause", auth: "Bearer s3cr3t", body: big, chunked: true, wantCode: 413},
-		{name: "small body ignored", method: "POST", path: "/api/v1/rollouts/shop/cart/pause", auth: "Bearer s3cr3t", body: "{}", wantCode: 200, wantCmd: kind(Pause)},
+		{name: "small body ignored", method: "POST", path: "/api/v1/rollouts/shop/cart/pause", auth: "Bearer s3cr3t", body: "{}", wantCode: 200, wantCmd: kind(rollout.CmdPause)},
 		{name: "delete list", method: "DELETE", path: "/api/v1/rollouts", wantCode: 405},
 		{name: "get a command", method: "GET", path: "/api/v1/rollouts/shop/cart/promote", wantCode: 405},
 		{name: "post status", method: "POST", path: "/api/v1/rollouts/shop/cart", wantCode: 405},
@@ -103,7 +104,7 @@ func TestAPI(t *testing.T) {
 		{name: "hook mounted", method: "POST", path: "/hook/github", wantCode: 202, wantBody: "hook /hook/github"},
 	}
 	be := newMemBackend(designStatus(), healthy("shop", "cart"))
-	be.refuse[Resume] = true
+	be.refuse[rollout.CmdResume] = true
 	h, err := New(Options{Backend: be, Registry: reg, Token: "s3cr3t", Hook: hook})
 	if err != nil {
 		t.Fatal(err)

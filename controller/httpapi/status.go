@@ -1,74 +1,31 @@
 package httpapi
 
-import "github.com/sluice-dev/sluice/api"
+import "github.com/sluice-dev/sluice/controller/rollout"
 
-// RolloutStatus is the RolloutStatus of DESIGN §5; its JSON field names
-// are the contract (testdata/status.golden is the DESIGN example). The
-// runner fills it from the state machine's State.
-type RolloutStatus struct {
-	Namespace     string            `json:"namespace"`
-	Name          string            `json:"name"`
-	Phase         string            `json:"phase"`
-	Message       string            `json:"message"`
-	Commit        string            `json:"commit"`
-	StableVersion string            `json:"stableVersion"`
-	CanaryVersion string            `json:"canaryVersion"`
-	StepIndex     int32             `json:"stepIndex"`
-	StepCount     int32             `json:"stepCount"`
-	Weights       api.Weights       `json:"weights"`
-	HeaderRoutes  []api.HeaderRoute `json:"headerRoutes"`
-	AnalysisRuns  []AnalysisRun     `json:"analysisRuns"`
-	Aborted       bool              `json:"aborted"`
-	Errors        []LoadError       `json:"errors"`
+// RolloutStatus is the RolloutStatus of DESIGN §5, defined by the state
+// machine (rollout.Status, from State.Status); its JSON field names are the
+// contract, checked here against the DESIGN example in
+// testdata/status.golden.
+type RolloutStatus = rollout.Status
+
+// Verbs are the operator commands as written in URLs
+// (POST /api/v1/rollouts/{namespace}/{name}/{verb}) and on the command line.
+var Verbs = []string{"promote", "abort", "retry", "approve", "pause", "resume"}
+
+// commandOf maps a URL verb to the state machine's command; full is
+// ?full=true, valid only on promote.
+func commandOf(verb string, full bool) (rollout.Command, bool) {
+	kinds := map[string]rollout.CommandKind{
+		"promote": rollout.CmdPromote,
+		"abort":   rollout.CmdAbort,
+		"retry":   rollout.CmdRetry,
+		"approve": rollout.CmdApprove,
+		"pause":   rollout.CmdPause,
+		"resume":  rollout.CmdResume,
+	}
+	k, ok := kinds[verb]
+	if full && k == rollout.CmdPromote {
+		k = rollout.CmdPromoteFull
+	}
+	return rollout.Command{Kind: k}, ok
 }
-
-// Key is the rollout's namespace/name.
-func (s RolloutStatus) Key() api.Key { return api.Key{Namespace: s.Namespace, Name: s.Name} }
-
-// Phases of a rollout (DESIGN §5).
-const (
-	PhaseProgressing = "Progressing"
-	PhasePaused      = "Paused"
-	PhaseHealthy     = "Healthy"
-	PhaseDegraded    = "Degraded"
-)
-
-// AnalysisRun is one analysis run of the current canary.
-type AnalysisRun struct {
-	Name    string         `json:"name"`
-	Phase   string         `json:"phase"`
-	Metrics []MetricStatus `json:"metrics"`
-}
-
-// MetricStatus is the latest measurement of one metric; Value is a string.
-type MetricStatus struct {
-	Name    string `json:"name"`
-	Phase   string `json:"phase"`
-	Value   string `json:"value"`
-	Message string `json:"message"`
-}
-
-// LoadError is a current load error of one of the rollout's files.
-type LoadError struct {
-	File    string `json:"file"`
-	Line    int    `json:"line"`
-	Field   string `json:"field"`
-	Message string `json:"message"`
-}
-
-// Command is an operator command, the last element of the URL.
-type Command string
-
-// Commands (DESIGN §4, §5). PromoteFull is promote?full=true.
-const (
-	Promote     Command = "promote"
-	PromoteFull Command = "promote-full"
-	Abort       Command = "abort"
-	Retry       Command = "retry"
-	Approve     Command = "approve"
-	Pause       Command = "pause"
-	Resume      Command = "resume"
-)
-
-// Verbs are the commands as written in URLs and on the command line.
-var Verbs = []Command{Promote, Abort, Retry, Approve, Pause, Resume}

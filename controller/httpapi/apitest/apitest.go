@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/httpapi"
+	"github.com/sluice-dev/sluice/controller/rollout"
 )
 
 // Backend is an in-memory httpapi.Backend and httpapi.History.
@@ -20,13 +21,13 @@ type Backend struct {
 	mu       sync.Mutex
 	items    map[api.Key]httpapi.RolloutStatus
 	commands []Received
-	refuse   map[httpapi.Command]bool
+	refuse   map[rollout.CommandKind]bool
 }
 
 // Received is one command the backend accepted.
 type Received struct {
 	Key     api.Key
-	Command httpapi.Command
+	Command rollout.CommandKind
 }
 
 var (
@@ -39,16 +40,16 @@ func New(items ...httpapi.RolloutStatus) *Backend {
 	b := &Backend{
 		Broker: httpapi.NewBroker(httpapi.BrokerOptions{}),
 		items:  map[api.Key]httpapi.RolloutStatus{},
-		refuse: map[httpapi.Command]bool{},
+		refuse: map[rollout.CommandKind]bool{},
 	}
 	for _, s := range items {
-		b.items[s.Key()] = s
+		b.items[api.Key{Namespace: s.Namespace, Name: s.Name}] = s
 	}
 	return b
 }
 
 // Refuse makes cmd answer ErrNotAllowed.
-func (b *Backend) Refuse(cmd httpapi.Command) {
+func (b *Backend) Refuse(cmd rollout.CommandKind) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.refuse[cmd] = true
@@ -57,7 +58,7 @@ func (b *Backend) Refuse(cmd httpapi.Command) {
 // Set stores s and publishes a "status" event carrying it.
 func (b *Backend) Set(s httpapi.RolloutStatus, eventType, message string) {
 	b.mu.Lock()
-	b.items[s.Key()] = s
+	b.items[api.Key{Namespace: s.Namespace, Name: s.Name}] = s
 	b.mu.Unlock()
 	b.Publish(httpapi.Event{Time: time.Now().UTC(), Namespace: s.Namespace, Name: s.Name, Type: eventType, Message: message, Status: &s})
 }
@@ -90,38 +91,38 @@ func (b *Backend) Get(key api.Key) (httpapi.RolloutStatus, bool) {
 
 // Command implements httpapi.Backend with a toy state change per command
 // and publishes a "command" event.
-func (b *Backend) Command(_ context.Context, key api.Key, cmd httpapi.Command) (httpapi.RolloutStatus, error) {
+func (b *Backend) Command(_ context.Context, key api.Key, cmd rollout.Command) (httpapi.RolloutStatus, error) {
 	b.mu.Lock()
 	s, ok := b.items[key]
 	if !ok {
 		b.mu.Unlock()
-		return s, fmt.Errorf("%s %s: %w", cmd, key, httpapi.ErrNotFound)
+		return s, fmt.Errorf("%s %s: %w", cmd.Kind, key, httpapi.ErrNotFound)
 	}
-	if b.refuse[cmd] {
+	if b.refuse[cmd.Kind] {
 		b.mu.Unlock()
-		return s, fmt.Errorf("%s in phase %s: %w", cmd, s.Phase, httpapi.ErrNotAllowed)
+		return s, fmt.Errorf("%s in phase %s: %w", cmd.Kind, s.Phase, httpapi.ErrNotAllowed)
 	}
-	b.commands = append(b.commands, Received{Key: key, Command: cmd})
-	switch cmd {
-	case httpapi.PromoteFull:
-		s.Phase, s.StableVersion, s.CanaryVersion = httpapi.PhaseHealthy, s.CanaryVersion, ""
+	b.commands = append(b.commands, Received{Key: key, Command: cmd.Kind})
+	switch cmd.Kind {
+	case rollout.CmdPromoteFull:
+		s.Phase, s.StableVersion, s.CanaryVersion = rollout.PhaseHealthy, s.CanaryVersion, ""
 		s.Weights, s.StepIndex, s.HeaderRoutes = api.Weights{Stable: 100}, s.StepCount, nil
 		s.Message = "promoted"
-	case httpapi.Promote:
-		s.Phase, s.StepIndex = httpapi.PhaseProgressing, min(s.StepIndex+1, s.StepCount)
+	case rollout.CmdPromote:
+		s.Phase, s.StepIndex = rollout.PhaseProgressing, min(s.StepIndex+1, s.StepCount)
 		s.Message = fmt.Sprintf("step %d/%d", min(s.StepIndex+1, s.StepCount), s.StepCount)
-	case httpapi.Abort:
-		s.Phase, s.Aborted, s.Weights = httpapi.PhaseDegraded, true, api.Weights{Stable: 100}
+	case rollout.CmdAbort:
+		s.Phase, s.Aborted, s.Weights = rollout.PhaseDegraded, true, api.Weights{Stable: 100}
 		s.HeaderRoutes, s.Message = nil, "aborted by user"
-	case httpapi.Retry:
-		s.Phase, s.Aborted, s.StepIndex, s.Message = httpapi.PhaseProgressing, false, 0, "retrying"
-	case httpapi.Pause:
-		s.Phase, s.Message = httpapi.PhasePaused, "paused by user"
-	case httpapi.Resume, httpapi.Approve:
-		s.Phase, s.Message = httpapi.PhaseProgressing, "resumed"
+	case rollout.CmdRetry:
+		s.Phase, s.Aborted, s.StepIndex, s.Message = rollout.PhaseProgressing, false, 0, "retrying"
+	case rollout.CmdPause:
+		s.Phase, s.Message = rollout.PhasePaused, "paused by user"
+	case rollout.CmdResume, rollout.CmdApprove:
+		s.Phase, s.Message = rollout.PhaseProgressing, "resumed"
 	}
 	b.items[key] = s
 	b.mu.Unlock()
-	b.Publish(httpapi.Event{Time: time.Now().UTC(), Namespace: key.Namespace, Name: key.Name, Type: "command", Message: string(cmd), Status: &s})
+	b.Publish(httpapi.Event{Time: time.Now().UTC(), Namespace: key.Namespace, Name: key.Name, Type: "command", Message: string(cmd.Kind), Status: &s})
 	return s, nil
 }

@@ -124,10 +124,7 @@ func (c *Client) Recent(ctx context.Context, key api.Key) ([]httpapi.Event, erro
 	return ev.Items, nil
 }
 
-// Commands the API accepts, as URL verbs.
-var Commands = []string{"promote", "abort", "retry", "approve", "pause", "resume"}
-
-// Command sends an operator command (one of Commands) and returns the new
+// Command sends an operator command (one of httpapi.Verbs) and returns the new
 // status. full is promote --full.
 func (c *Client) Command(ctx context.Context, key api.Key, verb string, full bool) (httpapi.RolloutStatus, error) {
 	var st httpapi.RolloutStatus
