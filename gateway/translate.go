@@ -225,14 +225,15 @@ func toCluster(name string) *routev3.Route_Route {
 	return &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: name}}}
 }
 
-// loadAssignment puts all endpoints of one side into one locality with
-// weight 1 (gRPC ignores localities without a weight).
+// loadAssignment puts all endpoints of one side into one locality with an
+// ID and weight 1 (gRPC ignores localities without a weight).
 func loadAssignment(cluster string, addrs []string) (*endpointv3.ClusterLoadAssignment, error) {
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: cluster}
 	if len(addrs) == 0 {
 		return cla, nil
 	}
-	loc := &endpointv3.LocalityLbEndpoints{LoadBalancingWeight: wrapperspb.UInt32(1)}
+	// gRPC rejects a locality without an ID.
+	loc := &endpointv3.LocalityLbEndpoints{Locality: &corev3.Locality{Zone: "sluice"}, LoadBalancingWeight: wrapperspb.UInt32(1)}
 	seen := map[string]bool{}
 	for _, a := range addrs {
 		host, port, err := net.SplitHostPort(a)

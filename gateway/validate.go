@@ -93,6 +93,9 @@ func Validate(r *Resources) error {
 			return fail(e.GetClusterName(), "references", fmt.Errorf("endpoints for unknown cluster"))
 		}
 		for _, l := range e.GetEndpoints() {
+			if l.GetLocality() == nil {
+				return fail(e.GetClusterName(), "locality", fmt.Errorf("locality without ID is rejected by gRPC"))
+			}
 			if l.GetLoadBalancingWeight().GetValue() == 0 {
 				return fail(e.GetClusterName(), "locality weight", fmt.Errorf("locality without load_balancing_weight is ignored by gRPC"))
 			}

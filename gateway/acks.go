@@ -1,0 +1,117 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+)
+
+// need is one resource a client interested in a host must have ACKed at
+// generation gen or later.
+type need struct {
+	t    typeIdx
+	name string
+	gen  uint64
+}
+
+// WaitForAck returns nil once every connected client interested in host has
+// ACKed the given version (as returned by SetTraffic) or a later one. A
+// client is interested when it subscribed to the host's listener or route
+// configuration (gRPC) or to the sluice-http route configuration (Envoy);
+// it must have ACKed those routes and whatever clusters, endpoints and
+// listeners of the rollout it subscribed to. With no interested client it
+// returns nil at once.
+//
+// A NACK of that version (or a later one) returns an error wrapping ErrNack
+// with the client's detail. When ctx ends first it returns an error wrapping
+// ctx.Err() that says how many clients were still pending.
+func (s *Server) WaitForAck(ctx context.Context, host, version string) error {
+	v, err := parseVersion(version)
+	if err != nil {
+		return err
+	}
+	s.waiters.Add(1)
+	defer s.waiters.Add(-1)
+	for {
+		ch := s.changes()
+		pending, err := s.ackStatus(host, v)
+		if err != nil || pending == 0 {
+			return err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("wait for ack of %s %s: %d client(s) pending: %w", host, version, pending, ctx.Err())
+		}
+	}
+}
+
+// ackStatus counts the interested clients that have not ACKed generation v
+// of host yet; it fails on the first NACK.
+func (s *Server) ackStatus(host string, v uint64) (int, error) {
+	snap := s.snap.Load()
+	key, ok := snap.hosts[host]
+	if !ok {
+		return 0, fmt.Errorf("wait for ack: host %q is not served", host)
+	}
+	if v > snap.gen {
+		return 0, fmt.Errorf("wait for ack: version %d of %s was never published", v, host)
+	}
+	var needs []need
+	add := func(t typeIdx, name string) {
+		if r := snap.types[t].byName[name]; r != nil {
+			needs = append(needs, need{t, name, min(v, r.gen)})
+		}
+	}
+	add(lds, host)
+	add(rds, host)
+	add(lds, EnvoyName)
+	add(rds, EnvoyName)
+	for _, side := range []Side{Stable, Canary} {
+		add(cds, ClusterName(key, side))
+		add(eds, ClusterName(key, side))
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	pending := 0
+	for st := range s.streams {
+		p, err := st.ackPending(host, needs)
+		if err != nil {
+			return 0, err
+		}
+		if p {
+			pending++
+		}
+	}
+	return pending, nil
+}
+
+// ackPending reports whether an interested stream still lacks a needed ACK.
+func (st *stream) ackPending(host string, needs []need) (bool, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	// Envoy subscribes to all listeners (wildcard): only a named
+	// subscription marks a gRPC client of this host.
+	grpcClient := st.subscribesNamed(lds, host) || st.subscribes(rds, host)
+	envoy := st.subscribes(rds, EnvoyName)
+	if !grpcClient && !envoy {
+		return false, nil
+	}
+	for _, n := range needs {
+		switch {
+		case n.t == rds && n.name == host && !grpcClient:
+			continue
+		case n.t == rds && n.name == EnvoyName && !envoy:
+			continue
+		case n.t == rds: // the routes are always needed by an interested client
+		case !st.subscribes(n.t, n.name):
+			continue
+		}
+		if nk := st.nacked(n.t, n.name, n.gen); nk != nil {
+			return false, fmt.Errorf("client %q (stream %d) rejected %s %s: %s: %w", nk.Node, nk.Stream, nk.TypeURL, n.name, nk.Detail, ErrNack)
+		}
+		if g, ok := st.ackedGen(n.t, n.name); !ok || g < n.gen {
+			return true, nil
+		}
+	}
+	return false, nil
+}

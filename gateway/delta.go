@@ -1,0 +1,211 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// maxInflight bounds the delta responses remembered for ACK matching; a
+// client that never answers cannot grow the map.
+const maxInflight = 32
+
+// deltaType is a delta stream's state for one resource type.
+type deltaType struct {
+	subscribed bool
+	wildcard   bool
+	names      map[string]bool
+	sent       map[string]string // name -> resource version the client has (or was sent)
+	inflight   map[string]*deltaSent
+	order      []string          // inflight nonces, oldest first
+	acked      map[string]uint64 // name -> generation ACKed
+	nackGens   map[string]uint64 // name -> generation NACKed, until ACKed again
+	nack       *Nack
+}
+
+type deltaSent struct {
+	res     []*resource
+	removed []string
+}
+
+// DeltaAggregatedResources serves one incremental (delta) ADS stream.
+func (s *Server) DeltaAggregatedResources(gs grpc.BidiStreamingServer[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse]) error {
+	ctx := gs.Context()
+	st := s.addStream(ctx, true)
+	defer s.dropStream(st)
+	reqs := make(chan *discoveryv3.DeltaDiscoveryRequest, 4)
+	errc := make(chan error, 1)
+	go func() {
+		for {
+			req, err := gs.Recv()
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case reqs <- req:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-s.done:
+			return status.Error(codes.Unavailable, "xds server stopping")
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-errc:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		case req := <-reqs:
+			t, ok := typeOf(req.GetTypeUrl())
+			if !ok {
+				s.log.Debug("delta request for unserved type", "stream", st.id, "type", req.GetTypeUrl())
+				continue
+			}
+			s.deltaRequest(st, t, req)
+			if err := s.deltaSend(gs, st, t); err != nil {
+				return err
+			}
+		case <-st.wake:
+			for t := range numTypes {
+				if err := s.deltaSend(gs, st, t); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// deltaRequest records an ACK or NACK and applies subscription changes.
+func (s *Server) deltaRequest(st *stream, t typeIdx, req *discoveryv3.DeltaDiscoveryRequest) {
+	d := &st.dlt[t]
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.node == "" && req.GetNode() != nil {
+		st.node = req.GetNode().GetId()
+	}
+	if nonce := req.GetResponseNonce(); nonce != "" {
+		if sent := d.inflight[nonce]; sent != nil {
+			delete(d.inflight, nonce)
+			if det := req.GetErrorDetail(); det != nil {
+				if d.nackGens == nil {
+					d.nackGens = map[string]uint64{}
+				}
+				for _, r := range sent.res {
+					d.nackGens[r.name] = r.gen
+				}
+				d.nack = s.recordNack(st, t, nonce, sent.res, det.GetMessage(), nonce)
+			} else {
+				for _, r := range sent.res {
+					d.acked[r.name] = r.gen
+					delete(d.nackGens, r.name)
+				}
+				for _, n := range sent.removed {
+					delete(d.acked, n)
+				}
+				if len(d.nackGens) == 0 {
+					d.nack = nil
+				}
+			}
+			defer s.broadcast()
+		}
+	}
+	if !d.subscribed {
+		d.subscribed = true
+		d.names = map[string]bool{}
+		d.wildcard = t.wildcardable() && len(req.GetResourceNamesSubscribe()) == 0
+		// The client already has these versions (a reconnect): only what
+		// differs is sent.
+		for n, v := range req.GetInitialResourceVersions() {
+			d.sent[n] = v
+		}
+	}
+	for _, n := range req.GetResourceNamesSubscribe() {
+		if n == "*" {
+			d.wildcard = true
+			continue
+		}
+		d.names[n] = true
+	}
+	for _, n := range req.GetResourceNamesUnsubscribe() {
+		if n == "*" {
+			d.wildcard = false
+			continue
+		}
+		delete(d.names, n)
+		delete(d.sent, n) // a later subscribe must send it again
+		delete(d.acked, n)
+	}
+}
+
+// deltaSend sends what changed for the client since it was last sent. What
+// was sent is recorded at once, so a NACKed version is not sent again.
+func (s *Server) deltaSend(gs grpc.ServerStream, st *stream, t typeIdx) error {
+	d := &st.dlt[t]
+	if !d.subscribed {
+		return nil
+	}
+	ts := s.snap.Load().types[t]
+	var out deltaSent
+	if d.wildcard {
+		for _, r := range ts.sorted {
+			if d.sent[r.name] != r.version {
+				out.res = append(out.res, r)
+			}
+		}
+	}
+	for n := range d.names {
+		if r := ts.byName[n]; r != nil && !d.wildcard && d.sent[n] != r.version {
+			out.res = append(out.res, r)
+		}
+	}
+	for n := range d.sent {
+		if ts.byName[n] == nil {
+			out.removed = append(out.removed, n)
+		}
+	}
+	if len(out.res) == 0 && len(out.removed) == 0 {
+		return nil
+	}
+	nonce := strconv.FormatUint(s.nonce.Add(1), 36)
+	resp := &discoveryv3.DeltaDiscoveryResponse{
+		SystemVersionInfo: ts.version(),
+		TypeUrl:           ts.url,
+		Nonce:             nonce,
+		RemovedResources:  out.removed,
+	}
+	for _, r := range out.res {
+		resp.Resources = append(resp.Resources, r.delta)
+	}
+	if err := gs.SendMsg(resp); err != nil {
+		return fmt.Errorf("send delta %s: %w", ts.url, err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, r := range out.res {
+		d.sent[r.name] = r.version
+	}
+	for _, n := range out.removed {
+		delete(d.sent, n)
+	}
+	if d.inflight == nil {
+		d.inflight = map[string]*deltaSent{}
+	}
+	d.inflight[nonce] = &out
+	d.order = append(d.order, nonce)
+	for len(d.order) > maxInflight {
+		delete(d.inflight, d.order[0])
+		d.order = d.order[1:]
+	}
+	return nil
+}

@@ -1,0 +1,301 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluice-dev/sluice/api"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+)
+
+// Options configures a Server. The zero value of every field is usable.
+type Options struct {
+	Logger *slog.Logger
+	// Registry receives sluice_xds_clients, sluice_xds_push_seconds and
+	// sluice_xds_nacks_total; nil registers nothing.
+	Registry *prometheus.Registry
+	// EnvoyPort is the port of the sluice-http listener (default 10000).
+	EnvoyPort uint32
+	// TLS secures the xDS listener; empty means plaintext.
+	TLS TLSOptions
+	// AckTimeout bounds how long a push is followed for the
+	// sluice_xds_push_seconds histogram (default 30s). WaitForAck itself is
+	// bounded by its context.
+	AckTimeout time.Duration
+	// OnNack is called for every NACK, synchronously on the stream that
+	// received it: keep it short (queue, don't block).
+	OnNack func(Nack)
+}
+
+// Nack is one rejected response.
+type Nack struct {
+	Node      string    // node id the client sent on its stream
+	Stream    uint64    // server-side stream id
+	TypeURL   string    // resource type rejected
+	Version   string    // version_info (or delta nonce) rejected
+	Resources []string  // resource names in the rejected response
+	Rollouts  []api.Key // rollouts owning those resources
+	Detail    string    // the client's error_detail message
+	Time      time.Time
+}
+
+// ErrNack is wrapped by WaitForAck when a client rejected the version.
+var ErrNack = errors.New("xds nack")
+
+// Server serves every rollout's traffic over ADS (state of the world and
+// delta) and tracks what each client ACKed.
+//
+// Lifecycle: New, then Serve (once; it blocks until its context ends), with
+// SetTraffic, Remove and WaitForAck callable at any time from any goroutine,
+// before or during Serve.
+type Server struct {
+	log   *slog.Logger
+	opts  Options
+	m     *metrics
+	creds credentials.TransportCredentials
+
+	writeMu sync.Mutex // one publisher at a time
+	snap    atomic.Pointer[snapshot]
+
+	mu      sync.RWMutex
+	streams map[*stream]struct{}
+	nextID  atomic.Uint64
+	nonce   atomic.Uint64
+
+	// changed is closed and replaced whenever an ACK, a NACK or a stream
+	// change happens, waking WaitForAck callers.
+	changeMu sync.Mutex
+	changed  chan struct{}
+	waiters  atomic.Int32
+
+	done     chan struct{}
+	doneOnce sync.Once
+	bg       sync.WaitGroup
+
+	discoveryv3.UnimplementedAggregatedDiscoveryServiceServer
+}
+
+var _ discoveryv3.AggregatedDiscoveryServiceServer = (*Server)(nil)
+
+// New validates opts and returns a Server with no rollouts.
+func New(opts Options) (*Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.EnvoyPort == 0 {
+		opts.EnvoyPort = 10000
+	}
+	if opts.AckTimeout <= 0 {
+		opts.AckTimeout = 30 * time.Second
+	}
+	m, err := newMetrics(opts.Registry)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		log:     opts.Logger,
+		opts:    opts,
+		m:       m,
+		streams: map[*stream]struct{}{},
+		changed: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	if opts.TLS.enabled() {
+		if s.creds, err = opts.TLS.credentials(); err != nil {
+			return nil, err
+		}
+	}
+	s.snap.Store(emptySnapshot())
+	return s, nil
+}
+
+// GRPCServerOptions are the options Serve uses: transport credentials,
+// lenient keepalive, and static flow-control windows (no BDP pings from the
+// server on every stream).
+func (s *Server) grpcServerOptions() []grpc.ServerOption {
+	opts := []grpc.ServerOption{
+		grpc.MaxConcurrentStreams(1 << 20),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.StaticStreamWindowSize(1 << 20),
+		grpc.StaticConnWindowSize(1 << 20),
+	}
+	if s.creds != nil {
+		opts = append(opts, grpc.Creds(s.creds))
+	}
+	return opts
+}
+
+// Serve answers ADS on lis until ctx ends, then closes every stream and
+// stops. It returns nil after a stop caused by ctx.
+func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	gs := grpc.NewServer(s.grpcServerOptions()...)
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, s)
+	errc := make(chan error, 1)
+	go func() { errc <- gs.Serve(lis) }()
+	s.log.Info("xds serving", "addr", lis.Addr().String(), "tls", s.creds != nil)
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	s.doneOnce.Do(func() { close(s.done) }) // ends every stream handler
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		gs.Stop()
+		<-stopped
+	}
+	s.bg.Wait()
+	if err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return fmt.Errorf("serve xds: %w", err)
+	}
+	return nil
+}
+
+// SetTraffic validates one rollout's traffic and publishes it. It returns
+// the version WaitForAck takes ("<generation>-<hash>"); an unchanged spec
+// returns the current version and pushes nothing. On error nothing is
+// published. It never waits for clients: streams are woken and send on
+// their own goroutines, and a slow stream only ever gets the newest state.
+func (s *Server) SetTraffic(t api.Traffic) (string, error) {
+	return s.setTraffic(t, true)
+}
+
+// setTraffic publishes t; tests turn validation off to make a real client
+// NACK.
+func (s *Server) setTraffic(t api.Traffic, validate bool) (string, error) {
+	res, err := Translate(t)
+	if err != nil {
+		return "", err
+	}
+	if validate {
+		if err := Validate(res); err != nil {
+			return "", err
+		}
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	cur := s.snap.Load()
+	h := trafficHash(t)
+	old := cur.rollouts[t.Rollout]
+	if old != nil && old.hash == h {
+		return old.version, nil
+	}
+	ro := &rolloutState{traffic: t, res: res, hash: h, gen: cur.gen + 1}
+	next, changed, err := cur.next(t.Rollout, ro, s.opts.EnvoyPort, validate)
+	if err != nil {
+		return "", err
+	}
+	if !changed && old != nil {
+		// Same resources (only labels such as versions differ): the
+		// clients already have it.
+		next.gen, ro.gen = cur.gen, old.gen
+	}
+	ro.version = fmt.Sprintf("%d-%s", ro.gen, h)
+	s.snap.Store(next)
+	if changed {
+		s.notify()
+		s.followPush(t.Host, ro.version)
+	}
+	s.log.Debug("traffic published", "rollout", t.Rollout.String(), "version", ro.version, "changed", changed,
+		"stable", t.Weights.Stable, "canary", t.Weights.Canary)
+	return ro.version, nil
+}
+
+// Remove stops serving a rollout; its clusters, routes and listener are
+// withdrawn from every client. Removing an unknown rollout is a no-op.
+func (s *Server) Remove(key api.Key) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	cur := s.snap.Load()
+	if cur.rollouts[key] == nil {
+		return nil
+	}
+	next, _, err := cur.next(key, nil, s.opts.EnvoyPort, true)
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", key, err)
+	}
+	s.snap.Store(next)
+	s.notify()
+	return nil
+}
+
+// Version returns the current version of a rollout's traffic, if served.
+func (s *Server) Version(key api.Key) (string, bool) {
+	ro := s.snap.Load().rollouts[key]
+	if ro == nil {
+		return "", false
+	}
+	return ro.version, true
+}
+
+// Clients is the number of connected xDS streams.
+func (s *Server) Clients() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.streams)
+}
+
+// notify wakes every stream without blocking: a stream that is still busy
+// already has a wake-up pending and will read the newest snapshot.
+func (s *Server) notify() {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for st := range s.streams {
+		select {
+		case st.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// followPush observes sluice_xds_push_seconds for one publish, in the
+// background, bounded by AckTimeout and by the server's lifetime.
+func (s *Server) followPush(host, version string) {
+	start := time.Now()
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.AckTimeout)
+		defer cancel()
+		go func() {
+			select {
+			case <-s.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		if err := s.WaitForAck(ctx, host, version); err == nil {
+			s.m.push.Observe(time.Since(start).Seconds())
+		}
+	}()
+}
+
+// broadcast wakes WaitForAck callers after an ACK, NACK or stream change.
+func (s *Server) broadcast() {
+	if s.waiters.Load() == 0 {
+		return
+	}
+	s.changeMu.Lock()
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.changeMu.Unlock()
+}
+
+func (s *Server) changes() <-chan struct{} {
+	s.changeMu.Lock()
+	defer s.changeMu.Unlock()
+	return s.changed
+}

@@ -1,0 +1,264 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// sotwType is a state-of-the-world stream's state for one resource type.
+type sotwType struct {
+	subscribed bool     // a request for this type arrived
+	wildcard   bool     // everything of the type
+	names      []string // sorted subscription, when not wildcard
+	key        string   // subscription key for the response cache
+	lastSent   *sotwResponse
+	acked      *sotwResponse // last response the client ACKed
+	nacked     *sotwResponse // last response the client NACKed, until a later ACK
+	nack       *Nack
+}
+
+// sotwResponse is one encoded response for one subscription in one
+// generation, shared by all streams with that subscription: encoded once,
+// sent many times.
+type sotwResponse struct {
+	key   string
+	res   []*resource // sorted by name
+	nonce string
+	msg   *discoveryv3.DiscoveryResponse
+
+	once sync.Once
+	pm   *grpc.PreparedMsg
+	err  error
+}
+
+func (r *sotwResponse) find(name string) *resource {
+	if r == nil {
+		return nil
+	}
+	i, ok := slices.BinarySearchFunc(r.res, name, func(x *resource, n string) int { return cmpStr(x.name, n) })
+	if !ok {
+		return nil
+	}
+	return r.res[i]
+}
+
+// sameContent reports whether two responses carry the same resources with
+// the same content (unchanged resources keep their pointers).
+func (r *sotwResponse) sameContent(o *sotwResponse) bool {
+	if r == nil || o == nil || r.key != o.key || len(r.res) != len(o.res) {
+		return false
+	}
+	for i := range r.res {
+		if r.res[i] != o.res[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func slicesBinarySearch(s []string, v string) (int, bool) { return slices.BinarySearch(s, v) }
+
+// response returns the cached response of this type set for a subscription.
+func (ts *typeSet) response(s *Server, key string, wildcard bool, names []string) *sotwResponse {
+	if v, ok := ts.responses.Load(key); ok {
+		return v.(*sotwResponse)
+	}
+	r := &sotwResponse{key: key}
+	if wildcard {
+		r.res = ts.sorted
+	} else {
+		for _, n := range names {
+			if x := ts.byName[n]; x != nil {
+				r.res = append(r.res, x)
+			}
+		}
+	}
+	r.nonce = ts.version() + "-" + strconv.FormatUint(s.nonce.Add(1), 36)
+	r.msg = &discoveryv3.DiscoveryResponse{VersionInfo: ts.version(), TypeUrl: ts.url, Nonce: r.nonce}
+	for _, x := range r.res {
+		r.msg.Resources = append(r.msg.Resources, x.any)
+	}
+	v, _ := ts.responses.LoadOrStore(key, r)
+	return v.(*sotwResponse)
+}
+
+// StreamAggregatedResources serves one state-of-the-world ADS stream.
+func (s *Server) StreamAggregatedResources(gs grpc.BidiStreamingServer[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse]) error {
+	ctx := gs.Context()
+	st := s.addStream(ctx, false)
+	defer s.dropStream(st)
+	reqs := make(chan *discoveryv3.DiscoveryRequest, 4)
+	errc := make(chan error, 1)
+	go func() {
+		for {
+			req, err := gs.Recv()
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case reqs <- req:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-s.done:
+			return status.Error(codes.Unavailable, "xds server stopping")
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-errc:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		case req := <-reqs:
+			t, ok := typeOf(req.GetTypeUrl())
+			if !ok {
+				s.log.Debug("xds request for unserved type", "stream", st.id, "type", req.GetTypeUrl())
+				continue
+			}
+			s.sotwRequest(st, t, req)
+			if err := s.sotwSend(gs, st, t); err != nil {
+				return err
+			}
+		case <-st.wake:
+			for t := range numTypes {
+				if err := s.sotwSend(gs, st, t); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// sotwRequest records an ACK or NACK and the (new) subscription.
+func (s *Server) sotwRequest(st *stream, t typeIdx, req *discoveryv3.DiscoveryRequest) {
+	w := &st.sotw[t]
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.node == "" && req.GetNode() != nil {
+		st.node = req.GetNode().GetId()
+	}
+	if nonce := req.GetResponseNonce(); nonce != "" {
+		if w.lastSent == nil || nonce != w.lastSent.nonce {
+			// A reply to an older response: a newer one is on its way and
+			// the client will answer that one (xDS ignores stale nonces).
+			return
+		}
+		if d := req.GetErrorDetail(); d != nil {
+			w.nacked = w.lastSent
+			w.nack = s.recordNack(st, t, req.GetVersionInfo(), w.lastSent.res, d.GetMessage(), req.GetResponseNonce())
+		} else {
+			w.acked, w.nacked, w.nack = w.lastSent, nil, nil
+		}
+		defer s.broadcast()
+	}
+	names := req.GetResourceNames()
+	wildcard := t.wildcardable() && ((len(names) == 0 && (!w.subscribed || w.wildcard)) || slices.Contains(names, "*"))
+	w.subscribed, w.wildcard = true, wildcard
+	if wildcard {
+		w.names, w.key = nil, "*"
+		return
+	}
+	if !slices.IsSorted(names) || hasDup(names) {
+		names = slices.Compact(slices.Sorted(slices.Values(names)))
+	}
+	if !slices.Equal(names, w.names) {
+		w.names = slices.Clone(names)
+		w.key = strings.Join(w.names, "\n")
+	}
+}
+
+func hasDup(sorted []string) bool {
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i] == sorted[i-1] {
+			return true
+		}
+	}
+	return false
+}
+
+// sotwSend sends the current state of type t if the client does not have
+// it yet. A response the client NACKed is not sent again until something in
+// it changes: the stock "resend on NACK" loop never starts.
+func (s *Server) sotwSend(gs grpc.ServerStream, st *stream, t typeIdx) error {
+	w := &st.sotw[t]
+	if !w.subscribed || (!w.wildcard && len(w.names) == 0 && w.lastSent == nil) {
+		return nil
+	}
+	ts := s.snap.Load().types[t]
+	r := ts.response(s, w.key, w.wildcard, w.names)
+	if w.lastSent != nil && (w.lastSent == r || w.lastSent.sameContent(r)) {
+		return nil
+	}
+	var err error
+	if st.shared {
+		r.once.Do(func() {
+			pm := &grpc.PreparedMsg{}
+			if r.err = pm.Encode(gs, r.msg); r.err == nil {
+				r.pm = pm
+			}
+		})
+		if r.pm != nil {
+			err = gs.SendMsg(r.pm)
+		} else {
+			err = gs.SendMsg(r.msg)
+		}
+	} else {
+		err = gs.SendMsg(r.msg)
+	}
+	if err != nil {
+		return fmt.Errorf("send %s: %w", ts.url, err)
+	}
+	st.mu.Lock()
+	w.lastSent = r
+	st.mu.Unlock()
+	return nil
+}
+
+// recordNack counts, logs and reports one NACK. Callers hold st.mu.
+func (s *Server) recordNack(st *stream, t typeIdx, version string, res []*resource, detail, nonce string) *Nack {
+	n := &Nack{Node: st.node, Stream: st.id, TypeURL: typeURLs[t], Version: version, Detail: detail, Time: time.Now()}
+	snap := s.snap.Load()
+	owners := map[string]bool{}
+	for _, r := range res {
+		n.Resources = append(n.Resources, r.name)
+		for k, ro := range snap.rollouts {
+			if ownsResource(ro, t, r.name) && !owners[k.String()] {
+				owners[k.String()] = true
+				n.Rollouts = append(n.Rollouts, k)
+			}
+		}
+	}
+	s.m.nacks.Inc()
+	s.log.Warn("xds nack", "stream", st.id, "node", st.node, "type", typeURLs[t], "nonce", nonce, "resources", n.Resources, "detail", detail)
+	if s.opts.OnNack != nil {
+		s.opts.OnNack(*n)
+	}
+	return n
+}
+
+func ownsResource(ro *rolloutState, t typeIdx, name string) bool {
+	switch t {
+	case lds:
+		return name == ro.traffic.Host
+	case rds:
+		return name == ro.traffic.Host
+	default:
+		return name == ClusterName(ro.traffic.Rollout, Stable) || name == ClusterName(ro.traffic.Rollout, Canary)
+	}
+}

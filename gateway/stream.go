@@ -1,0 +1,123 @@
+package gateway
+
+import (
+	"context"
+	"sync"
+
+	"google.golang.org/grpc/metadata"
+)
+
+// stream is the server side of one ADS stream. Its handler goroutine owns
+// the send state; mu guards what WaitForAck reads (node, subscriptions,
+// ACK and NACK state).
+type stream struct {
+	id    uint64
+	delta bool
+	wake  chan struct{}
+	// shared is false for streams whose responses cannot be shared
+	// (a client that asked for compression).
+	shared bool
+
+	mu   sync.Mutex
+	node string
+	sotw [numTypes]sotwType
+	dlt  [numTypes]deltaType
+}
+
+func (s *Server) addStream(ctx context.Context, delta bool) *stream {
+	st := &stream{id: s.nextID.Add(1), delta: delta, wake: make(chan struct{}, 1), shared: true}
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		for _, enc := range md.Get("grpc-encoding") {
+			if enc != "" && enc != "identity" {
+				st.shared = false
+			}
+		}
+	}
+	for i := range st.dlt {
+		st.dlt[i].sent = map[string]string{}
+		st.dlt[i].acked = map[string]uint64{}
+	}
+	s.mu.Lock()
+	s.streams[st] = struct{}{}
+	n := len(s.streams)
+	s.mu.Unlock()
+	s.m.clients.Set(float64(n))
+	s.log.Debug("xds stream opened", "stream", st.id, "delta", delta)
+	return st
+}
+
+func (s *Server) dropStream(st *stream) {
+	s.mu.Lock()
+	delete(s.streams, st)
+	n := len(s.streams)
+	s.mu.Unlock()
+	s.m.clients.Set(float64(n))
+	s.log.Debug("xds stream closed", "stream", st.id, "node", st.nodeID())
+	s.broadcast()
+}
+
+func (st *stream) nodeID() string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.node
+}
+
+// subscribes reports whether the stream subscribed to resource name of
+// type t. Callers hold st.mu.
+func (st *stream) subscribes(t typeIdx, name string) bool {
+	if st.delta {
+		d := &st.dlt[t]
+		return d.wildcard || d.names[name]
+	}
+	w := &st.sotw[t]
+	if !w.subscribed {
+		return false
+	}
+	if w.wildcard {
+		return true
+	}
+	_, ok := slicesBinarySearch(w.names, name)
+	return ok
+}
+
+// ackedGen is the generation of the content of name the client ACKed last.
+// Callers hold st.mu.
+func (st *stream) ackedGen(t typeIdx, name string) (uint64, bool) {
+	if st.delta {
+		g, ok := st.dlt[t].acked[name]
+		return g, ok
+	}
+	if r := st.sotw[t].acked.find(name); r != nil {
+		return r.gen, true
+	}
+	return 0, false
+}
+
+// nacked returns the NACK that rejected name at generation gen or later.
+// Callers hold st.mu.
+func (st *stream) nacked(t typeIdx, name string, gen uint64) *Nack {
+	if st.delta {
+		d := &st.dlt[t]
+		if g, ok := d.nackGens[name]; ok && g >= gen {
+			return d.nack
+		}
+		return nil
+	}
+	w := &st.sotw[t]
+	if w.nack == nil {
+		return nil
+	}
+	if r := w.nacked.find(name); r != nil && r.gen >= gen {
+		return w.nack
+	}
+	return nil
+}
+
+// subscribesNamed is subscribes without wildcards. Callers hold st.mu.
+func (st *stream) subscribesNamed(t typeIdx, name string) bool {
+	if st.delta {
+		return st.dlt[t].names[name]
+	}
+	_, ok := slicesBinarySearch(st.sotw[t].names, name)
+	return st.sotw[t].subscribed && !st.sotw[t].wildcard && ok
+}
