@@ -162,7 +162,7 @@ func TestPrometheusProvider(t *testing.T) {
 		{
 			name:    "judge fails a slow canary",
 			metrics: []api.Metric{judgeMetric("p99", p.URL, "bad", "v1")},
-			want:    PhaseFailed, wantReason: "p99: 0 < 75; High: canary median 0.15",
+			want:    PhaseFailed, wantReason: "p99: 0 < 75; High: canary median 0.1",
 		},
 		{
 			name:    "judge without canary data is inconclusive",
