@@ -54,7 +54,6 @@ func (w *Watcher) record(ctx context.Context, err error, sec secrets) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.status.LastFetch = now
-	w.status.Branch = w.branch
 	if err == nil {
 		w.status.LastSuccess = now
 		w.status.LastError = ""
@@ -106,6 +105,9 @@ func (w *Watcher) fetchBranch(ctx context.Context, repo *git.Repository, auth tr
 			return plumbing.ZeroHash, fmt.Errorf("list %s: %w", w.cfg.display, err)
 		}
 		w.branch = b
+		w.mu.Lock()
+		w.status.Branch = b
+		w.mu.Unlock()
 		w.cfg.Logger.Info("following the remote's HEAD branch", "repo", w.cfg.display, "branch", b)
 	}
 	local := plumbing.NewRemoteReferenceName(remoteName, w.branch)
