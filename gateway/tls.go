@@ -18,7 +18,9 @@ type TLSOptions struct {
 	ClientCAFile string
 }
 
-func (o TLSOptions) enabled() bool { return o.CertFile != "" || o.KeyFile != "" || o.ClientCAFile != "" }
+func (o TLSOptions) enabled() bool {
+	return o.CertFile != "" || o.KeyFile != "" || o.ClientCAFile != ""
+}
 
 // credentials loads the files once, at New, so a bad path fails at start.
 func (o TLSOptions) credentials() (credentials.TransportCredentials, error) {

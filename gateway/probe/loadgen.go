@@ -165,7 +165,7 @@ func (l *LoadGen) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	sem := make(chan struct{}, l.opts.MaxInFlight)
-	acc := make([]float64, len(l.opts.Classes)) // Bresenham-style spreading
+	acc := make([]float64, len(l.opts.Classes)) // Bresenham-style spreading; see pick
 	start := time.Now()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
@@ -201,7 +201,7 @@ func (l *LoadGen) pick(acc []float64) *Class {
 	best := -1
 	for i, c := range l.opts.Classes {
 		acc[i] += c.Share
-		if acc[i] >= 1 && (best < 0 || acc[i] > acc[best]) {
+		if acc[i] >= 1-1e-9 && (best < 0 || acc[i] > acc[best]) {
 			best = i
 		}
 	}

@@ -201,7 +201,10 @@ func TestPickSpreadsClasses(t *testing.T) {
 		}
 		got[name]++
 	}
-	if got["a"] != 100 || got["b"] != 250 || got[DefaultClass] != 650 {
+	// A class that crosses on the same request as another waits one turn,
+	// so each count may lag by one.
+	near := func(n, want int) bool { return n >= want-1 && n <= want+1 }
+	if !near(got["a"], 100) || !near(got["b"], 250) || !near(got[DefaultClass], 650) {
 		t.Fatalf("classes over 1000 picks: %v", got)
 	}
 }

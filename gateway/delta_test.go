@@ -1,0 +1,140 @@
+package gateway
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/sluice-dev/sluice/api"
+	"google.golang.org/grpc"
+)
+
+type deltaClient struct {
+	t *testing.T
+	s grpc.BidiStreamingClient[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse]
+}
+
+func newDeltaClient(t *testing.T, addr string) *deltaClient {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	s, err := adsClient(t, addr).DeltaAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &deltaClient{t: t, s: s}
+}
+
+func (c *deltaClient) send(req *discoveryv3.DeltaDiscoveryRequest) {
+	c.t.Helper()
+	if err := c.s.Send(req); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *deltaClient) recv() *discoveryv3.DeltaDiscoveryResponse {
+	c.t.Helper()
+	type result struct {
+		r   *discoveryv3.DeltaDiscoveryResponse
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() { r, err := c.s.Recv(); ch <- result{r, err} }()
+	select {
+	case res := <-ch:
+		if res.err != nil {
+			c.t.Fatalf("recv: %v", res.err)
+		}
+		return res.r
+	case <-time.After(20 * time.Second):
+		c.t.Fatal("no delta response within 20s")
+	}
+	return nil
+}
+
+func (c *deltaClient) ack(r *discoveryv3.DeltaDiscoveryResponse) {
+	c.t.Helper()
+	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()})
+}
+
+func deltaNames(r *discoveryv3.DeltaDiscoveryResponse) []string {
+	var out []string
+	for _, x := range r.GetResources() {
+		out = append(out, x.GetName())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestDelta checks incremental xDS: initial state, a change sends only the
+// changed resource, removal sends removed names, and a reconnect with
+// initial_resource_versions gets only what differs.
+func TestDelta(t *testing.T) {
+	srv := startServer(t, "127.0.0.1:0", nil)
+	ver, err := srv.SetTraffic(traffic(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newDeltaClient(t, srv.addr)
+	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: typeURLs[cds], Node: nodeProto("envoy-delta")})
+	clusters := c.recv()
+	if got := deltaNames(clusters); !slices.Equal(got, []string{"default/checkout/canary", "default/checkout/stable"}) {
+		t.Fatalf("wildcard clusters %v", got)
+	}
+	c.ack(clusters)
+	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: typeURLs[rds], ResourceNamesSubscribe: []string{EnvoyName}})
+	c.ack(c.recv())
+	waitAck(t, srv.Server, host, ver)
+
+	t.Run("weight change sends the route only", func(t *testing.T) {
+		v, err := srv.SetTraffic(traffic(func(tr *api.Traffic) { tr.Weights = api.CanaryWeights(40) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := c.recv()
+		if r.GetTypeUrl() != typeURLs[rds] || !slices.Equal(deltaNames(r), []string{EnvoyName}) {
+			t.Fatalf("got %s %v, want the sluice-http route", r.GetTypeUrl(), deltaNames(r))
+		}
+		c.ack(r)
+		waitAck(t, srv.Server, host, v)
+	})
+
+	other := api.Key{Namespace: "shop", Name: "cart"}
+	t.Run("new rollout sends only its clusters", func(t *testing.T) {
+		if _, err := srv.SetTraffic(api.Traffic{Rollout: other, Host: "cart.internal", StableEndpoints: []string{"127.0.0.1:9100"}, Weights: api.CanaryWeights(0)}); err != nil {
+			t.Fatal(err)
+		}
+		r := c.recv()
+		if r.GetTypeUrl() != typeURLs[cds] || !slices.Equal(deltaNames(r), []string{"shop/cart/canary", "shop/cart/stable"}) {
+			t.Fatalf("got %s %v, want shop/cart clusters", r.GetTypeUrl(), deltaNames(r))
+		}
+		c.ack(r)
+		c.ack(c.recv()) // the sluice-http route gained a virtual host
+	})
+
+	t.Run("reconnect with versions gets only what differs", func(t *testing.T) {
+		c2 := newDeltaClient(t, srv.addr)
+		known := map[string]string{}
+		for _, x := range clusters.GetResources() {
+			known[x.GetName()] = x.GetVersion()
+		}
+		known["gone/cluster/stable"] = "stale"
+		c2.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: typeURLs[cds], InitialResourceVersions: known})
+		r := c2.recv()
+		if !slices.Equal(deltaNames(r), []string{"shop/cart/canary", "shop/cart/stable"}) || !slices.Equal(r.GetRemovedResources(), []string{"gone/cluster/stable"}) {
+			t.Fatalf("got %v removed %v, want only shop/cart and the stale name removed", deltaNames(r), r.GetRemovedResources())
+		}
+	})
+
+	t.Run("remove sends removed names", func(t *testing.T) {
+		if err := srv.Remove(other); err != nil {
+			t.Fatal(err)
+		}
+		r := c.recv()
+		got := slices.Sorted(slices.Values(r.GetRemovedResources()))
+		if r.GetTypeUrl() != typeURLs[cds] || !slices.Equal(got, []string{"shop/cart/canary", "shop/cart/stable"}) {
+			t.Fatalf("got %s removed %v", r.GetTypeUrl(), got)
+		}
+	})
+}
