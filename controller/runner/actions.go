@@ -1,0 +1,156 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/alert"
+	"github.com/sluice-dev/sluice/controller/rollout"
+)
+
+// execute carries out the actions of one transition, in order. Failures
+// are logged and, where the machine must know, fed back as events.
+func (r *Runner) execute(e *entry, acts []rollout.Action, now time.Time) {
+	for _, a := range acts {
+		switch a := a.(type) {
+		case rollout.SetTraffic:
+			r.setTraffic(e, a)
+		case rollout.StartAnalysis:
+			r.startAnalysis(e, a)
+		case rollout.StopAnalysis:
+			if run, ok := e.runs[a.Run]; ok {
+				run.halt()
+				delete(e.runs, a.Run)
+			}
+		case rollout.StartTimer:
+			r.startTimer(e, a.Timer)
+		case rollout.CancelTimer:
+			if t, ok := e.timers[a.ID]; ok {
+				t.Stop()
+				delete(e.timers, a.ID)
+			}
+		case rollout.Notify:
+			r.enqueueAlert(e.key, toAlert(a.Alert, now))
+		}
+	}
+}
+
+// setTraffic publishes the traffic and follows its ACK in the background;
+// a newer SetTraffic of the same rollout supersedes the wait.
+func (r *Runner) setTraffic(e *entry, a rollout.SetTraffic) {
+	if e.ackCancel != nil {
+		e.ackCancel()
+		e.ackCancel = nil
+	}
+	key := e.key
+	if a.Traffic.Host == "" {
+		// No sluice.io/xds routing: nothing to publish or wait for.
+		r.Submit(key, rollout.TrafficAcked{Gen: a.Gen})
+		return
+	}
+	version, err := r.opts.Traffic.SetTraffic(a.Traffic)
+	if err != nil {
+		r.log.Error("publish traffic", "rollout", key.String(), "gen", a.Gen, "err", err)
+		r.Submit(key, rollout.TrafficNacked{Gen: a.Gen, Reason: "publish: " + err.Error()})
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.opts.AckTimeout)
+	e.ackCancel = cancel
+	r.waits.Add(1)
+	go func() {
+		defer r.waits.Done()
+		defer cancel()
+		err := r.opts.Traffic.WaitForAck(ctx, a.Traffic.Host, version)
+		switch {
+		case err == nil:
+			r.Submit(key, rollout.TrafficAcked{Gen: a.Gen})
+		case errors.Is(err, context.DeadlineExceeded):
+			r.log.Warn("xds ack timed out; the step goes on", "rollout", key.String(), "gen", a.Gen, "version", version, "err", err)
+			r.Submit(key, rollout.TrafficAckTimeout{Gen: a.Gen})
+		case errors.Is(err, context.Canceled):
+			// Superseded by newer traffic, or the runner is closing.
+		default:
+			r.log.Warn("xds nack", "rollout", key.String(), "gen", a.Gen, "version", version, "err", err)
+			r.Submit(key, rollout.TrafficNacked{Gen: a.Gen, Reason: err.Error()})
+		}
+	}()
+}
+
+// startTimer arms (or re-arms) a timer whose firing comes back as an event.
+func (r *Runner) startTimer(e *entry, t rollout.Timer) {
+	if old, ok := e.timers[t.ID]; ok {
+		old.Stop()
+	}
+	key, id := e.key, t.ID
+	e.timers[id] = time.AfterFunc(t.Duration, func() { r.Submit(key, rollout.TimerFired{ID: id}) })
+}
+
+// analysisRun is one started run; halt stops it and mutes its reports.
+type analysisRun struct {
+	once sync.Once
+	mu   sync.Mutex
+	done bool
+	stop func()
+}
+
+func (a *analysisRun) halt() {
+	a.once.Do(func() {
+		a.mu.Lock()
+		a.done = true
+		a.mu.Unlock()
+		if a.stop != nil {
+			a.stop()
+		}
+	})
+}
+
+func (a *analysisRun) halted() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.done
+}
+
+// startAnalysis starts a run through the Analyzer, or, with none wired,
+// reports it Inconclusive so the canary pauses rather than passing.
+func (r *Runner) startAnalysis(e *entry, a rollout.StartAnalysis) {
+	if old, ok := e.runs[a.Run]; ok {
+		old.halt() // a replay after restart starts the run afresh
+	}
+	key := e.key
+	if r.opts.Analyzer == nil {
+		r.log.Warn("no analysis engine; the run is inconclusive", "rollout", key.String(), "run", a.Run)
+		r.Submit(key, rollout.AnalysisResult{Run: a.Run, Phase: rollout.AnalysisInconclusive, Message: NoAnalyzerMessage})
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	run := &analysisRun{}
+	report := func(res rollout.AnalysisResult) {
+		if run.halted() {
+			return
+		}
+		res.Run = a.Run
+		r.Submit(key, res)
+	}
+	stop := r.opts.Analyzer.Start(ctx, a, report)
+	run.stop = func() {
+		if stop != nil {
+			stop()
+		}
+		cancel()
+	}
+	e.runs[a.Run] = run
+}
+
+// enqueueAlert hands an alert to the outbox, or logs it with none wired.
+func (r *Runner) enqueueAlert(key api.Key, a alert.Alert) {
+	r.log.Info("alert", "rollout", key.String(), "id", a.ID, "event", string(a.Event), "severity", string(a.Severity), "reason", a.Reason)
+	if r.opts.Alerter == nil {
+		return
+	}
+	if err := r.opts.Alerter.Enqueue(a); err != nil {
+		r.log.Error("enqueue alert", "rollout", key.String(), "id", a.ID, "err", err)
+	}
+}

@@ -1,0 +1,185 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/rollout"
+)
+
+// entry is one rollout in the runner. state, queue and running are guarded
+// by Runner.mu; timers, runs and ackCancel belong to the rollout's worker
+// (at most one at a time), and to Close once every worker has stopped.
+type entry struct {
+	key     api.Key
+	state   rollout.State
+	queue   []job
+	running bool
+
+	timers    map[string]*time.Timer
+	runs      map[string]*analysisRun
+	ackCancel context.CancelFunc
+}
+
+func newEntry(s rollout.State) *entry {
+	return &entry{key: s.Key, state: s, timers: map[string]*time.Timer{}, runs: map[string]*analysisRun{}}
+}
+
+// stopAll stops the rollout's timers, analysis runs and ACK wait.
+func (e *entry) stopAll() {
+	for id, t := range e.timers {
+		t.Stop()
+		delete(e.timers, id)
+	}
+	for name, run := range e.runs {
+		run.halt()
+		delete(e.runs, name)
+	}
+	if e.ackCancel != nil {
+		e.ackCancel()
+		e.ackCancel = nil
+	}
+}
+
+// job is one queued event; reply, when set, receives the outcome.
+type job struct {
+	ev    rollout.Event
+	reply chan result
+}
+
+type result struct {
+	state rollout.State
+	err   error
+}
+
+// enqueue adds j to key's queue and starts the rollout's worker if it is
+// not running. With create false, an unknown rollout is ErrNotFound.
+func (r *Runner) enqueue(key api.Key, j job, create bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	e := r.rollouts[key]
+	if e == nil || e.state.Seq == 0 {
+		if !create {
+			return fmt.Errorf("%s: %w", key, ErrNotFound)
+		}
+		if e == nil {
+			e = newEntry(rollout.State{Key: key})
+			r.rollouts[key] = e
+		}
+	}
+	e.queue = append(e.queue, j)
+	if !e.running {
+		e.running = true
+		r.workers.Add(1)
+		go r.work(e)
+	}
+	return nil
+}
+
+// work processes e's events one at a time until its queue is empty.
+func (r *Runner) work(e *entry) {
+	defer r.workers.Done()
+	for {
+		r.mu.Lock()
+		if len(e.queue) == 0 || r.closed {
+			for _, j := range e.queue {
+				if j.reply != nil {
+					j.reply <- result{state: e.state, err: ErrClosed}
+				}
+			}
+			e.queue = nil
+			e.running = false
+			r.idle.Broadcast()
+			r.mu.Unlock()
+			return
+		}
+		j := e.queue[0]
+		e.queue = e.queue[1:]
+		r.mu.Unlock()
+		res := r.process(e, j)
+		if j.reply != nil {
+			j.reply <- res
+		}
+	}
+}
+
+// process runs one event through the machine: Step, persist the new state
+// with its alerts, publish the status, then carry out the actions. When
+// persisting fails nothing is carried out and the state stays as it was.
+// A panic is contained to this event of this rollout.
+func (r *Runner) process(e *entry, j job) (res result) {
+	r.mu.Lock()
+	old := e.state
+	r.mu.Unlock()
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("rollout event panicked", "rollout", e.key.String(), "event", eventName(j.ev), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			r.mu.Lock()
+			cur := e.state
+			r.mu.Unlock()
+			res = result{state: cur, err: fmt.Errorf("%s %s: internal error: %v", eventName(j.ev), e.key, p)}
+		}
+	}()
+	if c, ok := j.ev.(rollout.Command); ok {
+		if err := old.Allows(c.Kind); err != nil {
+			return result{state: old, err: err}
+		}
+	}
+	next, acts := rollout.Step(old, j.ev)
+	r.forget(e, j.ev)
+	if next.Seq == old.Seq {
+		return result{state: old}
+	}
+	now := r.opts.Now()
+	rec := record{State: next, Time: now}
+	for _, a := range acts {
+		if n, ok := a.(rollout.Notify); ok {
+			rec.Alerts = append(rec.Alerts, n.Alert)
+		}
+	}
+	b, err := encodeRecord(rec)
+	if err == nil {
+		err = r.opts.Store.SaveRollout(e.key, b)
+	}
+	if err != nil {
+		r.log.Error("persist rollout state; event dropped", "rollout", e.key.String(), "event", eventName(j.ev), "err", err)
+		return result{state: old, err: fmt.Errorf("persist %s: %w", e.key, err)}
+	}
+	r.mu.Lock()
+	e.state = next
+	r.publish(Update{Key: e.key, Seq: next.Seq, Status: next.Status()})
+	r.mu.Unlock()
+	r.logTransition(old, next, j.ev)
+	r.execute(e, acts, now)
+	return result{state: next}
+}
+
+// forget drops what an event reports as finished: a fired timer, a run
+// that reached its verdict.
+func (r *Runner) forget(e *entry, ev rollout.Event) {
+	switch ev := ev.(type) {
+	case rollout.TimerFired:
+		delete(e.timers, ev.ID)
+	case rollout.AnalysisResult:
+		if run, ok := e.runs[ev.Run]; ok && ev.Phase.Terminal() {
+			run.halt()
+			delete(e.runs, ev.Run)
+		}
+	}
+}
+
+func (r *Runner) logTransition(old, next rollout.State, ev rollout.Event) {
+	level := r.log.Debug
+	if old.Phase != next.Phase || old.StepIndex != next.StepIndex || old.Weights != next.Weights {
+		level = r.log.Info
+	}
+	level("rollout transition", "rollout", next.Key.String(), "event", eventName(ev), "seq", next.Seq,
+		"phase", string(next.Phase), "step", next.StepIndex, "steps", next.StepCount(),
+		"stable", next.Weights.Stable, "canary", next.Weights.Canary, "message", next.Message)
+}

@@ -1,0 +1,63 @@
+package runner
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/sluice-dev/sluice/controller/alert"
+	"github.com/sluice-dev/sluice/controller/rollout"
+)
+
+// recordSchema versions the bytes the runner stores per rollout.
+const recordSchema = 1
+
+// record is what the runner stores for one rollout: the state and the
+// alerts of the transition that produced it. The alerts are stored with
+// the state, in one write, so that a crash before they reach the outbox
+// replays them on start instead of losing them; their time is stamped
+// here so a replay sends the same alert.
+type record struct {
+	Schema int             `json:"schema"`
+	State  rollout.State   `json:"state"`
+	Alerts []rollout.Alert `json:"alerts,omitempty"`
+	Time   time.Time       `json:"time"`
+}
+
+func encodeRecord(r record) ([]byte, error) {
+	r.Schema = recordSchema
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode rollout %s: %w", r.State.Key, err)
+	}
+	return b, nil
+}
+
+func decodeRecord(b []byte) (record, error) {
+	var r record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return record{}, fmt.Errorf("decode rollout state: %w", err)
+	}
+	if r.Schema != recordSchema {
+		return record{}, fmt.Errorf("decode rollout state: schema %d, want %d", r.Schema, recordSchema)
+	}
+	return r, nil
+}
+
+// toAlert converts the machine's alert into the outbox's.
+func toAlert(a rollout.Alert, at time.Time) alert.Alert {
+	return alert.Alert{
+		ID:        a.ID,
+		Event:     alert.Event(a.Event),
+		Severity:  alert.Severity(a.Severity),
+		Rollout:   a.Rollout,
+		Version:   a.Version,
+		Commit:    a.Commit,
+		Reason:    a.Reason,
+		Time:      at,
+		Weights:   a.Weights,
+		Metric:    a.Metric,
+		Value:     a.Value,
+		Condition: a.Condition,
+	}
+}

@@ -1,0 +1,359 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/alert"
+	"github.com/sluice-dev/sluice/controller/rollout"
+)
+
+// Store persists rollout states; controller/store's *Store implements it.
+// The bytes are the runner's own versioned record.
+type Store interface {
+	SaveRollout(key api.Key, state []byte) error
+	LoadRollouts() (map[api.Key][]byte, error)
+}
+
+// Traffic publishes traffic and reports its ACKs; gateway's *Server
+// implements it.
+type Traffic interface {
+	// SetTraffic publishes t and returns the version WaitForAck takes.
+	SetTraffic(t api.Traffic) (version string, err error)
+	// WaitForAck returns nil once the clients for host ACKed version (or a
+	// later one), an error wrapping gateway.ErrNack on a NACK, or an error
+	// wrapping ctx.Err() when ctx ends first.
+	WaitForAck(ctx context.Context, host, version string) error
+}
+
+// Analyzer runs analysis runs. Start begins run and returns at once;
+// report is called with progress and, last, the terminal verdict; stop
+// ends the run early. Reports after stop are ignored.
+type Analyzer interface {
+	Start(ctx context.Context, run rollout.StartAnalysis, report func(rollout.AnalysisResult)) (stop func())
+}
+
+// Alerter queues an alert durably (the outbox); controller/alert's
+// *Dispatcher implements it. Enqueueing an id again is a no-op.
+type Alerter interface {
+	Enqueue(a alert.Alert) error
+}
+
+// NoAnalyzerMessage is the verdict message when no analysis engine is
+// wired: the run ends Inconclusive, so the canary pauses instead of passing.
+const NoAnalyzerMessage = "analysis engine not available"
+
+// ErrNotFound is returned for a rollout the runner does not know.
+var ErrNotFound = errors.New("rollout not found")
+
+// ErrClosed is returned once the runner is closed.
+var ErrClosed = errors.New("runner closed")
+
+// Options configure a Runner.
+type Options struct {
+	Store   Store   // required
+	Traffic Traffic // required
+	// Analyzer runs analysis; nil makes every run end Inconclusive with
+	// NoAnalyzerMessage.
+	Analyzer Analyzer
+	// Alerter receives alerts; nil only logs them.
+	Alerter Alerter
+	Logger  *slog.Logger
+	// AckTimeout bounds the wait for the xDS ACK of a step's traffic
+	// (default 10s); after it the step goes on and says so.
+	AckTimeout time.Duration
+	// Now stamps alerts (default time.Now).
+	Now func() time.Time
+	// SubscriberBuffer is the channel size per subscriber (default 256).
+	SubscriberBuffer int
+}
+
+// Update is one published status change.
+type Update struct {
+	Key    api.Key        `json:"key"`
+	Seq    uint64         `json:"seq"`
+	Status rollout.Status `json:"status"`
+}
+
+// Runner executes the state machines of all rollouts.
+//
+// Lifecycle: New, then Start (loads stored states and resumes them), then
+// Submit/Do/Command from any goroutine, then Close.
+type Runner struct {
+	opts Options
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	rollouts map[api.Key]*entry
+	subs     map[chan Update]struct{}
+	closed   bool
+	started  bool
+	idle     *sync.Cond // signalled when a worker finds its queue empty
+
+	done    chan struct{} // closed by Close: ends ACK waits and analyses
+	workers sync.WaitGroup
+	waits   sync.WaitGroup // ACK waits
+}
+
+// New validates opts and returns a Runner; call Start next.
+func New(opts Options) (*Runner, error) {
+	if opts.Store == nil {
+		return nil, errors.New("runner: no store")
+	}
+	if opts.Traffic == nil {
+		return nil, errors.New("runner: no traffic")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.AckTimeout <= 0 {
+		opts.AckTimeout = 10 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.SubscriberBuffer <= 0 {
+		opts.SubscriberBuffer = 256
+	}
+	r := &Runner{
+		opts:     opts,
+		log:      opts.Logger,
+		rollouts: map[api.Key]*entry{},
+		subs:     map[chan Update]struct{}{},
+		done:     make(chan struct{}),
+	}
+	r.idle = sync.NewCond(&r.mu)
+	return r, nil
+}
+
+// Start loads every stored rollout, replays the alerts of its last
+// transition (the outbox drops the ones it already has) and feeds it
+// rollout.Restart, which re-arms its timer and analysis runs and pushes its
+// traffic again. A rollout whose record cannot be read is logged and
+// skipped; the others start.
+func (r *Runner) Start(ctx context.Context) error {
+	stored, err := r.opts.Store.LoadRollouts()
+	if err != nil {
+		return fmt.Errorf("start runner: %w", err)
+	}
+	keys := make([]api.Key, 0, len(stored))
+	for k := range stored {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	r.mu.Lock()
+	if r.started || r.closed {
+		r.mu.Unlock()
+		return errors.New("start runner: already started or closed")
+	}
+	r.started = true
+	var resumed []api.Key
+	for _, k := range keys {
+		rec, err := decodeRecord(stored[k])
+		if err != nil {
+			r.log.Error("skip stored rollout", "rollout", k.String(), "err", err)
+			continue
+		}
+		rec.State.Key = k
+		r.rollouts[k] = newEntry(rec.State)
+		r.replayAlerts(k, rec)
+		resumed = append(resumed, k)
+	}
+	r.mu.Unlock()
+	for _, k := range resumed {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("start runner: %w", err)
+		}
+		r.Submit(k, rollout.Restart{})
+	}
+	r.log.Info("runner started", "rollouts", len(resumed))
+	return nil
+}
+
+// replayAlerts enqueues the alerts stored with a rollout's last state.
+func (r *Runner) replayAlerts(k api.Key, rec record) {
+	for _, a := range rec.Alerts {
+		r.enqueueAlert(k, toAlert(a, rec.Time))
+	}
+}
+
+// Close stops accepting events, lets every worker finish the event it is
+// processing (its state is persisted), then stops timers, analysis runs
+// and ACK waits. Queued events not yet processed are dropped; their causes
+// (timers, analyses, ACKs) are re-created from the stored state on the
+// next Start.
+func (r *Runner) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	for _, e := range r.rollouts {
+		e.queue = nil
+	}
+	close(r.done)
+	r.mu.Unlock()
+	r.workers.Wait()
+	r.mu.Lock()
+	for _, e := range r.rollouts {
+		e.stopAll()
+	}
+	for ch := range r.subs {
+		close(ch)
+		delete(r.subs, ch)
+	}
+	r.idle.Broadcast()
+	r.mu.Unlock()
+	r.waits.Wait()
+	return nil
+}
+
+// Submit queues ev for rollout key and returns at once. A rollout the
+// runner does not know yet starts from an empty state.
+func (r *Runner) Submit(key api.Key, ev rollout.Event) {
+	_ = r.enqueue(key, job{ev: ev}, true)
+}
+
+// Do queues ev for key and waits until it has been processed (persisted
+// and acted on), returning the rollout's state after it.
+func (r *Runner) Do(ctx context.Context, key api.Key, ev rollout.Event) (rollout.State, error) {
+	reply := make(chan result, 1)
+	if err := r.enqueue(key, job{ev: ev, reply: reply}, true); err != nil {
+		return rollout.State{}, err
+	}
+	select {
+	case res := <-reply:
+		return res.state, res.err
+	case <-ctx.Done():
+		return rollout.State{}, fmt.Errorf("%s %s: %w", eventName(ev), key, ctx.Err())
+	}
+}
+
+// Command runs an operator command on a known rollout and returns its new
+// status. A command that does not apply fails with an error wrapping
+// rollout.ErrNotAllowed; an unknown rollout with ErrNotFound.
+func (r *Runner) Command(ctx context.Context, key api.Key, cmd rollout.CommandKind) (rollout.Status, error) {
+	reply := make(chan result, 1)
+	if err := r.enqueue(key, job{ev: rollout.Command{Kind: cmd}, reply: reply}, false); err != nil {
+		return rollout.Status{}, err
+	}
+	select {
+	case res := <-reply:
+		return res.state.Status(), res.err
+	case <-ctx.Done():
+		return rollout.Status{}, fmt.Errorf("%s %s: %w", cmd, key, ctx.Err())
+	}
+}
+
+// State returns the current state of a rollout.
+func (r *Runner) State(key api.Key) (rollout.State, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.rollouts[key]
+	if !ok || e.state.Seq == 0 {
+		return rollout.State{}, false
+	}
+	return e.state, true
+}
+
+// Status returns the status of a rollout.
+func (r *Runner) Status(key api.Key) (rollout.Status, bool) {
+	s, ok := r.State(key)
+	return s.Status(), ok
+}
+
+// List returns the status of every rollout that has one, sorted by key.
+func (r *Runner) List() []rollout.Status {
+	r.mu.Lock()
+	out := make([]rollout.Status, 0, len(r.rollouts))
+	for _, e := range r.rollouts {
+		if e.state.Seq > 0 {
+			out = append(out, e.state.Status())
+		}
+	}
+	r.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// Subscribe returns a channel receiving every status change, and a cancel
+// function. A subscriber that falls more than SubscriberBuffer updates
+// behind loses the newest ones (logged), so it can never slow a rollout;
+// it can re-read List to catch up. The channel is closed by cancel or Close.
+func (r *Runner) Subscribe() (<-chan Update, func()) {
+	ch := make(chan Update, r.opts.SubscriberBuffer)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		close(ch)
+		return ch, func() {}
+	}
+	r.subs[ch] = struct{}{}
+	return ch, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if _, ok := r.subs[ch]; ok {
+			delete(r.subs, ch)
+			close(ch)
+		}
+	}
+}
+
+// publish sends u to every subscriber without blocking; r.mu is held.
+func (r *Runner) publish(u Update) {
+	for ch := range r.subs {
+		select {
+		case ch <- u:
+		default:
+			r.log.Warn("subscriber too slow, update dropped", "rollout", u.Key.String(), "seq", u.Seq)
+		}
+	}
+}
+
+// WaitIdle blocks until no rollout has queued or running events, or ctx
+// ends. Events that timers, ACKs or analyses submit later are not waited for.
+func (r *Runner) WaitIdle(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		r.mu.Lock()
+		r.idle.Broadcast()
+		r.mu.Unlock()
+	})
+	defer stop()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		busy := false
+		for _, e := range r.rollouts {
+			if e.running || len(e.queue) > 0 {
+				busy = true
+				break
+			}
+		}
+		if !busy || r.closed {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("wait idle: %w", err)
+		}
+		r.idle.Wait()
+	}
+}
+
+func eventName(ev rollout.Event) string {
+	if c, ok := ev.(rollout.Command); ok {
+		return string(c.Kind)
+	}
+	return fmt.Sprintf("%T", ev)
+}
