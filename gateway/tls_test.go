@@ -1,0 +1,175 @@
+package gateway
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/sluice-dev/sluice/api"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// pki is a throw-away CA with certificates written to a temp dir.
+type pki struct {
+	dir    string
+	caCert *x509.Certificate
+	caKey  *ecdsa.PrivateKey
+}
+
+func newPKI(t *testing.T, dir, name string) *pki {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	p := &pki{dir: dir, caCert: cert, caKey: key}
+	writePEM(t, filepath.Join(dir, name+"-ca.pem"), "CERTIFICATE", der)
+	return p
+}
+
+// issue writes name.pem and name-key.pem, valid for 127.0.0.1.
+func (p *pki) issue(t *testing.T, name string, usage x509.ExtKeyUsage) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(p.dir, name+".pem"), filepath.Join(p.dir, name+"-key.pem")
+	writePEM(t, certFile, "CERTIFICATE", der)
+	writePEM(t, keyFile, "EC PRIVATE KEY", kb)
+	return certFile, keyFile
+}
+
+func writePEM(t *testing.T, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTLS serves xDS over TLS and mutual TLS: gRPC xDS clients with tls
+// channel credentials in their bootstrap route traffic; raw clients without
+// a certificate, or with one from another CA, are refused at the handshake.
+func TestTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := newPKI(t, dir, "sluice")
+	rogue := newPKI(t, dir, "rogue")
+	srvCert, srvKey := ca.issue(t, "server", x509.ExtKeyUsageServerAuth)
+	cliCert, cliKey := ca.issue(t, "client", x509.ExtKeyUsageClientAuth)
+	badCert, badKey := rogue.issue(t, "intruder", x509.ExtKeyUsageClientAuth)
+	caFile := filepath.Join(dir, "sluice-ca.pem")
+	v1 := startBackend(t, "v1")
+
+	cases := []struct {
+		name string
+		mtls bool
+	}{{"tls", false}, {"mtls", true}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startServer(t, "127.0.0.1:0", func(o *Options) {
+				o.TLS = TLSOptions{CertFile: srvCert, KeyFile: srvKey}
+				if tc.mtls {
+					o.TLS.ClientCAFile = caFile
+				}
+			})
+			if _, err := srv.SetTraffic(api.Traffic{Rollout: checkout, Host: host, StableEndpoints: []string{v1}, Weights: api.CanaryWeights(0)}); err != nil {
+				t.Fatal(err)
+			}
+			creds := fmt.Sprintf(`{"type":"tls","config":{"ca_certificate_file":%q}}`, caFile)
+			if tc.mtls {
+				creds = fmt.Sprintf(`{"type":"tls","config":{"ca_certificate_file":%q,"certificate_file":%q,"private_key_file":%q}}`, caFile, cliCert, cliKey)
+			}
+			cc := dialXDS(t, bootstrap(srv.addr, "tls-client", creds), host)
+			if got := count(t, cc, 10); got["v1"] != 10 {
+				t.Fatalf("xds client over %s: %v", tc.name, got)
+			}
+
+			pool := x509.NewCertPool()
+			pool.AddCert(ca.caCert)
+			rogueCert, err := tls.LoadX509KeyPair(badCert, badKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw := []struct {
+				name   string
+				creds  credentials.TransportCredentials
+				refuse bool
+			}{
+				{"plaintext", insecure.NewCredentials(), true},
+				{"no client certificate", credentials.NewTLS(&tls.Config{RootCAs: pool}), tc.mtls},
+				{"certificate from another CA", credentials.NewTLS(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{rogueCert}}), tc.mtls},
+			}
+			for _, r := range raw {
+				t.Run(r.name, func(t *testing.T) {
+					err := rawADSRequest(t, srv.addr, r.creds)
+					if r.refuse && err == nil {
+						t.Fatal("connection accepted, want refused")
+					}
+					if !r.refuse && err != nil {
+						t.Fatalf("refused: %v", err)
+					}
+				})
+			}
+		})
+	}
+}
+
+// rawADSRequest opens an ADS stream and waits for the listener response.
+func rawADSRequest(t *testing.T, addr string, creds credentials.TransportCredentials) error {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: typeURLs[lds], ResourceNames: []string{host}}); err != nil {
+		return err
+	}
+	_, err = s.Recv()
+	return err
+}
