@@ -32,7 +32,7 @@ type Judgement struct {
 	Test           MannWhitney
 	CanaryMedian   float64
 	BaselineMedian float64
-	// Allowed is the shift tolerated either way: tolerance × |baseline median|.
+	// Allowed is the margin the interval must clear: tolerance × |shift|.
 	Allowed            float64
 	CanaryN, BaselineN int
 	Confidence         float64
@@ -53,7 +53,7 @@ func (j Judgement) String() string {
 	if j.Class == ClassNoData {
 		return fmt.Sprintf("not enough data: canary %d, baseline %d samples (minSamples %d)", j.CanaryN, j.BaselineN, j.MinSamples)
 	}
-	return fmt.Sprintf("%s: canary median %s vs baseline %s, shift %s, %g%% CI [%s, %s], allowed ±%s, p=%.3g",
+	return fmt.Sprintf("%s: canary median %s vs baseline %s, shift %s, %g%% CI [%s, %s], band ±%s, p=%.3g",
 		j.Class, short(j.CanaryMedian), short(j.BaselineMedian), short(j.Test.Shift),
 		j.Confidence*100, short(j.Test.Lower), short(j.Test.Upper), short(j.Allowed), j.Test.P)
 }
@@ -85,12 +85,15 @@ func JudgeConfig(c api.JudgeProvider) api.JudgeProvider {
 	return c
 }
 
-// Judge classifies canary samples against baseline samples. A metric is
-// High (Low) when the whole confidence interval of the Hodges–Lehmann
-// shift lies above (below) the tolerated band ±tolerance·|baseline
-// median| and the test is significant; only the direction the config
-// calls bad can fail. Fewer than minSamples on either side is NoData:
-// never a pass. NaN samples (no traffic in that step) are dropped.
+// Judge classifies canary samples against baseline samples as Kayenta's
+// Mann-Whitney classifier does: a metric is High (Low) when the whole
+// confidence interval of the Hodges–Lehmann shift lies above (below) the
+// band ±tolerance·|shift| and the test is significant. The band makes a
+// verdict need an interval that clears zero by a margin proportional to
+// the effect, which keeps false alarms from noisy samples rare. Only the
+// direction the config calls bad can fail. Fewer than minSamples on
+// either side is NoData: never a pass. NaN samples (no traffic in that
+// step) are dropped.
 func Judge(canary, baseline []float64, c api.JudgeProvider) Judgement {
 	c = JudgeConfig(c)
 	canary, baseline = finite(canary), finite(baseline)
@@ -103,8 +106,8 @@ func Judge(canary, baseline []float64, c api.JudgeProvider) Judgement {
 		return j
 	}
 	j.CanaryMedian, j.BaselineMedian = median(canary), median(baseline)
-	j.Allowed = c.Tolerance * math.Abs(j.BaselineMedian)
 	j.Test = MannWhitneyU(canary, baseline, c.Confidence)
+	j.Allowed = c.Tolerance * math.Abs(j.Test.Shift)
 	significant := j.Test.P < 1-c.Confidence
 	j.Class = ClassPass
 	switch {

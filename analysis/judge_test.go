@@ -23,7 +23,8 @@ func TestJudge(t *testing.T) {
 	same := noisy(rng, 30, 0.010, 0.002)
 	higher := noisy(rng, 30, 0.030, 0.002)
 	lower := noisy(rng, 30, 0.002, 0.001)
-	slightlyHigher := noisy(rng, 30, 0.0115, 0.0002) // +15%: significant, within tolerance
+	slightlyHigher := noisy(rng, 30, 0.0115, 0.0005) // +15%, tight: detected
+	noisyHigher := noisy(rng, 30, 0.011, 0.004)      // +10% in noise twice as wide: not proven
 	tests := []struct {
 		name      string
 		canary    []float64
@@ -39,7 +40,8 @@ func TestJudge(t *testing.T) {
 		{name: "increase is fine when only decrease is bad", canary: higher, baseline: baseline, direction: api.DirectionDecrease, want: ClassPass},
 		{name: "decrease is Low", canary: lower, baseline: baseline, direction: api.DirectionDecrease, want: ClassLow},
 		{name: "decrease is fine when only increase is bad", canary: lower, baseline: baseline, direction: api.DirectionIncrease, want: ClassPass},
-		{name: "within tolerance passes", canary: slightlyHigher, baseline: baseline, direction: api.DirectionIncrease, want: ClassPass},
+		{name: "small clear shift is High", canary: slightlyHigher, baseline: baseline, direction: api.DirectionIncrease, want: ClassHigh},
+		{name: "small noisy shift passes", canary: noisyHigher, baseline: baseline, direction: api.DirectionIncrease, want: ClassPass},
 		{name: "too few canary samples", canary: higher[:19], baseline: baseline, want: ClassNoData, wantText: "not enough data: canary 19, baseline 30 samples (minSamples 20)"},
 		{name: "NaN samples are dropped", canary: append(append([]float64(nil), higher[:15]...), math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN()), baseline: baseline, want: ClassNoData},
 	}
