@@ -26,7 +26,7 @@ func (r *Runner) execute(e *entry, acts []rollout.Action, now time.Time) {
 				delete(e.runs, a.Run)
 			}
 		case rollout.StartTimer:
-			r.startTimer(e, a.Timer)
+			r.startTimer(e, a.Timer, now)
 		case rollout.CancelTimer:
 			if t, ok := e.timers[a.ID]; ok {
 				t.Stop()
@@ -79,13 +79,19 @@ func (r *Runner) setTraffic(e *entry, a rollout.SetTraffic) {
 	}()
 }
 
-// startTimer arms (or re-arms) a timer whose firing comes back as an event.
-func (r *Runner) startTimer(e *entry, t rollout.Timer) {
+// startTimer arms (or re-arms) a timer whose firing comes back as an
+// event. A timer re-armed after a restart waits only for the time left
+// until its stored deadline (none, if it passed while sluice was down).
+func (r *Runner) startTimer(e *entry, t rollout.Timer, now time.Time) {
 	if old, ok := e.timers[t.ID]; ok {
 		old.Stop()
 	}
+	wait := t.Duration
+	if d, ok := e.deadlines[t.ID]; ok {
+		wait = max(d.Sub(now), 0)
+	}
 	key, id := e.key, t.ID
-	e.timers[id] = time.AfterFunc(t.Duration, func() { r.Submit(key, rollout.TimerFired{ID: id}) })
+	e.timers[id] = time.AfterFunc(wait, func() { r.Submit(key, rollout.TimerFired{ID: id}) })
 }
 
 // analysisRun is one started run; halt stops it and mutes its reports.

@@ -195,6 +195,7 @@ type envOptions struct {
 	noAnalyzer bool
 	ackTimeout time.Duration
 	storeWrap  func(Store) Store
+	now        func() time.Time
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -223,7 +224,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		defer close(e.dispDone)
 		_ = disp.Run(ctx)
 	}()
-	opts := Options{Store: st, Traffic: e.traffic, Alerter: disp, AckTimeout: o.ackTimeout}
+	opts := Options{Store: st, Traffic: e.traffic, Alerter: disp, AckTimeout: o.ackTimeout, Now: o.now}
 	if o.storeWrap != nil {
 		opts.Store = o.storeWrap(st)
 	}

@@ -20,12 +20,26 @@ type entry struct {
 	running bool
 
 	timers    map[string]*time.Timer
+	deadlines map[string]time.Time
 	runs      map[string]*analysisRun
 	ackCancel context.CancelFunc
 }
 
 func newEntry(s rollout.State) *entry {
-	return &entry{key: s.Key, state: s, timers: map[string]*time.Timer{}, runs: map[string]*analysisRun{}}
+	return &entry{key: s.Key, state: s, timers: map[string]*time.Timer{}, deadlines: map[string]time.Time{}, runs: map[string]*analysisRun{}}
+}
+
+// deadlinesFor computes the deadline of the state's armed timer: the one
+// already known, or now plus its duration when this transition arms it.
+func (e *entry) deadlinesFor(next rollout.State, now time.Time) map[string]time.Time {
+	if next.Timer == nil {
+		return nil
+	}
+	d, ok := e.deadlines[next.Timer.ID]
+	if !ok {
+		d = now.Add(next.Timer.Duration)
+	}
+	return map[string]time.Time{next.Timer.ID: d}
 }
 
 // stopAll stops the rollout's timers, analysis runs and ACK wait.
@@ -137,7 +151,7 @@ func (r *Runner) process(e *entry, j job) (res result) {
 		return result{state: old}
 	}
 	now := r.opts.Now()
-	rec := record{State: next, Time: now}
+	rec := record{State: next, Time: now, Deadlines: e.deadlinesFor(next, now)}
 	for _, a := range acts {
 		if n, ok := a.(rollout.Notify); ok {
 			rec.Alerts = append(rec.Alerts, n.Alert)
@@ -151,6 +165,7 @@ func (r *Runner) process(e *entry, j job) (res result) {
 		r.log.Error("persist rollout state; event dropped", "rollout", e.key.String(), "event", eventName(j.ev), "err", err)
 		return result{state: old, err: fmt.Errorf("persist %s: %w", e.key, err)}
 	}
+	e.deadlines = rec.Deadlines
 	r.mu.Lock()
 	e.state = next
 	r.publish(Update{Key: e.key, Seq: next.Seq, Status: next.Status()})

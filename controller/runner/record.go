@@ -22,6 +22,9 @@ type record struct {
 	State  rollout.State   `json:"state"`
 	Alerts []rollout.Alert `json:"alerts,omitempty"`
 	Time   time.Time       `json:"time"`
+	// Deadlines holds when the armed timer (by id) goes off, so that a
+	// restart re-arms it for the time left rather than the whole duration.
+	Deadlines map[string]time.Time `json:"deadlines,omitempty"`
 }
 
 func encodeRecord(r record) ([]byte, error) {

@@ -161,7 +161,11 @@ func (r *Runner) Start(ctx context.Context) error {
 			continue
 		}
 		rec.State.Key = k
-		r.rollouts[k] = newEntry(rec.State)
+		e := newEntry(rec.State)
+		for id, d := range rec.Deadlines {
+			e.deadlines[id] = d
+		}
+		r.rollouts[k] = e
 		r.replayAlerts(k, rec)
 		resumed = append(resumed, k)
 	}

@@ -182,6 +182,47 @@ func TestRestart(t *testing.T) {
 	}
 }
 
+// TestTimerDeadlineSurvivesRestart: a pause re-armed after a restart waits
+// only for the time left. The runners' clocks are set by the test; the
+// timers are real.
+func TestTimerDeadlineSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	hook := newWebhook(t)
+	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	steps := []api.Step{setWeight(20), pause(time.Hour), setWeight(60), pause(0)}
+
+	e1 := newEnv(t, envOptions{dir: dir, hook: hook, now: func() time.Time { return t0 }})
+	e1.do(checkout, rollout.Change{Commit: "1111111", Rollout: spec(checkout, "v1", steps...)})
+	e1.do(checkout, rollout.Change{Commit: "2222222", Rollout: spec(checkout, "v2", steps...)})
+	s := e1.waitState(checkout, "the 1h pause", func(s rollout.State) bool { return s.Timer != nil })
+	e1.drain()
+	e1.close()
+
+	// Ten minutes later: the stored deadline is still t0+1h.
+	e2 := newEnv(t, envOptions{dir: dir, hook: hook, now: func() time.Time { return t0.Add(10 * time.Minute) }})
+	e2.waitState(checkout, "restart", func(n rollout.State) bool { return n.Seq > s.Seq })
+	e2.drain()
+	stored, err := e2.store.LoadRollouts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := decodeRecord(stored[checkout])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.Deadlines[s.Timer.ID]; !got.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("deadline %v, want %v", got, t0.Add(time.Hour))
+	}
+	e2.close()
+
+	// Two hours later: the pause is over, the canary moves on at once.
+	e3 := newEnv(t, envOptions{dir: dir, hook: hook, now: func() time.Time { return t0.Add(2 * time.Hour) }})
+	got := e3.waitState(checkout, "the pause to end", func(s rollout.State) bool { return s.StepIndex == 3 })
+	if got.Weights != api.CanaryWeights(60) {
+		t.Fatalf("weights %+v", got.Weights)
+	}
+}
+
 // TestAlertsReplayedAfterCrash writes what a process that died right after
 // persisting leaves behind, a state with alerts not yet in the outbox, and
 // checks the next start delivers them.
