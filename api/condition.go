@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"regexp"
 	"strconv"
 
 	"github.com/expr-lang/expr"
@@ -82,6 +83,18 @@ func CompileCondition(src string) (*vm.Program, error) {
 		return nil, fmt.Errorf("condition %q: %w", src, unwrapExprError(err))
 	}
 	return p, nil
+}
+
+// conditionArg matches an argument placeholder inside a condition.
+var conditionArg = regexp.MustCompile(`\{\{\s*args\.[A-Za-z0-9_.\-]+\s*\}\}`)
+
+// CheckCondition validates a condition as written in a template, before
+// its arguments are known: each {{args.x}} placeholder stands in as the
+// number 0 (inside quotes it becomes "0"), which is valid wherever a real
+// value can go. The run compiles the substituted text with CompileCondition.
+func CheckCondition(src string) error {
+	_, err := CompileCondition(conditionArg.ReplaceAllString(src, "0"))
+	return err
 }
 
 // EvalCondition runs a compiled condition with result bound to the

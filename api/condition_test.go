@@ -96,3 +96,24 @@ func TestEvalCondition(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckCondition(t *testing.T) {
+	tests := []struct {
+		src     string
+		wantErr bool
+	}{
+		{src: "result[0] >= {{args.threshold}}"},
+		{src: "result >= {{ args.min-rate }} && result < {{args.max}}"},
+		{src: `result == "{{args.version}}"`},
+		{src: "result >= {{args.threshold}} &&", wantErr: true},
+		{src: "{{args.x}} result", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.src, func(t *testing.T) {
+			err := CheckCondition(tt.src)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("CheckCondition(%q) = %v, wantErr %v", tt.src, err, tt.wantErr)
+			}
+		})
+	}
+}
