@@ -27,6 +27,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(
 		newVersionCmd(),
 		newValidateCmd(),
+		newRunCmd(),
 		newGetCmd(), newPromoteCmd(), newAbortCmd(), newRetryCmd(), newApproveCmd(), newPauseCmd(), newResumeCmd(),
 	)
 	return root

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/sluice-dev/sluice/controller/daemon"
+)
+
+type runOptions struct {
+	daemon.Options
+	configFile string
+	logFormat  string
+	logLevel   string
+}
+
+func newRunCmd() *cobra.Command {
+	var o runOptions
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the sluice daemon: follow a repository and drive its rollouts",
+		Long: `Run the daemon. It follows one branch of a git repository, diffs every commit's
+strategy files, drives each rollout through its steps, serves the resulting routes over
+xDS (ADS) to Envoy and proxyless gRPC clients, runs analysis, and sends alerts.
+
+Every flag can also be set in a YAML file given with --config, using the flag names as
+keys (lists for repeatable flags); flags on the command line win.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.configFile != "" {
+				if err := applyConfigFile(cmd.Flags(), o.configFile); err != nil {
+					return err
+				}
+			}
+			logger, err := newLogger(o.logFormat, o.logLevel)
+			if err != nil {
+				return err
+			}
+			o.Logger = logger
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runDaemon(ctx, o.Options)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Repo, "repo", ".", "repository URL or path")
+	f.StringVar(&o.Branch, "branch", "", "branch to follow (default: the remote's HEAD)")
+	f.StringVar(&o.Path, "path", "", "directory of strategy files in the repository (default: its root)")
+	f.DurationVar(&o.Interval, "interval", 0, "poll interval (default 30s)")
+	f.StringVar(&o.StateDir, "state-dir", ".sluice", "directory for the store and the git cache")
+	f.StringVar(&o.XDSAddr, "xds-addr", ":18000", "xDS (ADS) listen address")
+	f.StringVar(&o.HTTPAddr, "http-addr", ":8080", "HTTP API listen address")
+	f.Uint32Var(&o.EnvoyPort, "envoy-port", 10000, "port of the sluice-http listener served to Envoy")
+	f.StringVar(&o.WebhookSecretFile, "webhook-secret-file", "", "file holding the git webhook secret")
+	f.StringVar(&o.APITokenFile, "api-token-file", "", "file holding the bearer token required by API write calls")
+	f.StringArrayVar(&o.AlertWebhooks, "alert-webhook", nil, "URL receiving alerts as JSON (repeatable)")
+	f.StringVar(&o.AlertSlack, "alert-slack", "", "Slack incoming-webhook URL for alerts")
+	f.StringVar(&o.AlertmanagerURL, "alertmanager-url", "", "Alertmanager base URL for alerts")
+	f.StringVar(&o.XDSTLS.CertFile, "xds-tls-cert", "", "TLS certificate for the xDS listener")
+	f.StringVar(&o.XDSTLS.KeyFile, "xds-tls-key", "", "TLS key for the xDS listener")
+	f.StringVar(&o.XDSTLS.ClientCAFile, "xds-client-ca", "", "CA that xDS clients' certificates must be signed by (mutual TLS)")
+	f.StringVar(&o.GitAuth.Username, "git-username", "", "git username (HTTPS basic auth or SSH)")
+	f.StringVar(&o.GitAuth.PasswordFile, "git-password-file", "", "file holding the git password or token")
+	f.StringVar(&o.GitAuth.SSHKeyFile, "git-ssh-key-file", "", "SSH private key file")
+	f.StringVar(&o.GitAuth.SSHPassphraseFile, "git-ssh-passphrase-file", "", "file holding the SSH key's passphrase")
+	f.StringVar(&o.GitAuth.KnownHostsFile, "git-known-hosts-file", "", "known_hosts file for SSH")
+	f.BoolVar(&o.GitAuth.InsecureIgnoreHostKey, "git-insecure-ignore-host-key", false, "do not check the SSH host key (insecure)")
+	f.StringVar(&o.PrometheusTokenFile, "prometheus-token-file", "", "file holding a bearer token for Prometheus queries")
+	f.DurationVar(&o.AckTimeout, "ack-timeout", 0, "how long a step waits for clients to ACK its routes (default 10s)")
+	f.StringVar(&o.configFile, "config", "", "YAML file with the same settings")
+	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	return cmd
+}
+
+func runDaemon(ctx context.Context, opts daemon.Options) error {
+	d, err := daemon.New(opts)
+	if err != nil {
+		return err
+	}
+	return d.Run(ctx)
+}
+
+func newLogger(format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	ho := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, ho)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, ho)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, got %q", format)
+}
+
+// applyConfigFile sets every flag named in the YAML file that was not
+// given on the command line. Unknown keys are errors with their line.
+func applyConfigFile(flags *pflag.FlagSet, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	if len(doc.Content) == 0 {
+		return nil
+	}
+	m := doc.Content[0]
+	if m.Kind != yaml.MappingNode {
+		return fmt.Errorf("%s:%d: the config must be a map of flag names to values", path, m.Line)
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		fl := flags.Lookup(k.Value)
+		if fl == nil || k.Value == "config" {
+			return fmt.Errorf("%s:%d: %s: unknown setting", path, k.Line, k.Value)
+		}
+		if fl.Changed {
+			continue
+		}
+		values := []*yaml.Node{v}
+		if v.Kind == yaml.SequenceNode {
+			values = v.Content
+		}
+		for _, item := range values {
+			if item.Kind != yaml.ScalarNode {
+				return fmt.Errorf("%s:%d: %s: must be a value or a list of values", path, item.Line, k.Value)
+			}
+			if err := flags.Set(k.Value, item.Value); err != nil {
+				return fmt.Errorf("%s:%d: %s: %w", path, item.Line, k.Value, err)
+			}
+		}
+	}
+	return nil
+}

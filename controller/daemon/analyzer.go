@@ -1,0 +1,115 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/sluice-dev/sluice/analysis"
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/rollout"
+	"github.com/sluice-dev/sluice/controller/runner"
+)
+
+// templates holds the analysis templates of the latest revision. Runs
+// resumed at start-up wait for the first revision, because templates live
+// in git, not in the store.
+type templates struct {
+	mu    sync.Mutex
+	set   *api.Set
+	ready chan struct{}
+}
+
+func newTemplates() *templates { return &templates{ready: make(chan struct{})} }
+
+func (t *templates) update(set *api.Set) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.set == nil {
+		close(t.ready)
+	}
+	t.set = set
+}
+
+func (t *templates) current() *api.Set {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.set
+}
+
+// analyzer runs the state machine's analysis runs on the analysis engine.
+type analyzer struct {
+	engine    *analysis.Engine
+	templates *templates
+}
+
+var _ runner.Analyzer = (*analyzer)(nil)
+
+// Start resolves the run's templates (waiting for the first revision if
+// need be) and starts it on the engine.
+func (a *analyzer) Start(ctx context.Context, run rollout.StartAnalysis, report func(rollout.AnalysisResult)) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	var (
+		mu   sync.Mutex
+		stop func()
+	)
+	go func() {
+		select {
+		case <-a.templates.ready:
+		case <-ctx.Done():
+			return
+		}
+		spec, err := a.runSpec(run)
+		if err != nil {
+			report(rollout.AnalysisResult{Run: run.Run, Phase: rollout.AnalysisError, Message: err.Error()})
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		stop = a.engine.Start(ctx, spec, func(s analysis.RunStatus) { report(toResult(s)) })
+	}()
+	return func() {
+		cancel()
+		mu.Lock()
+		defer mu.Unlock()
+		if stop != nil {
+			stop()
+		}
+	}
+}
+
+func (a *analyzer) runSpec(run rollout.StartAnalysis) (analysis.RunSpec, error) {
+	set := a.templates.current()
+	spec := analysis.RunSpec{
+		Name:                 run.Run,
+		Rollout:              run.Rollout,
+		Args:                 run.Analysis.Args,
+		DryRun:               run.Analysis.DryRun,
+		MeasurementRetention: run.Analysis.MeasurementRetention,
+		Builtins:             run.Args,
+	}
+	for _, ref := range run.Analysis.Templates {
+		t := set.Template(run.Rollout.Namespace, ref)
+		if t == nil {
+			return spec, fmt.Errorf("analysis template %q not found in the current revision", ref.Name)
+		}
+		spec.Templates = append(spec.Templates, t)
+	}
+	return spec, nil
+}
+
+// toResult turns an engine status into the state machine's event, naming
+// the metric that decided a failed or errored run.
+func toResult(s analysis.RunStatus) rollout.AnalysisResult {
+	res := rollout.AnalysisResult{Run: s.Name, Phase: rollout.AnalysisPhase(s.Phase), Message: s.Reason}
+	for _, m := range s.Metrics {
+		res.Metrics = append(res.Metrics, rollout.MetricStatus{Name: m.Name, Phase: rollout.AnalysisPhase(m.Phase), Value: m.Value, Message: m.Message})
+		if res.Metric == "" && !m.DryRun && m.Phase == s.Phase && (s.Phase == analysis.PhaseFailed || s.Phase == analysis.PhaseError) {
+			res.Metric, res.Value = m.Name, m.Value
+		}
+	}
+	return res
+}

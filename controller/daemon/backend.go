@@ -1,0 +1,91 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/alert"
+	"github.com/sluice-dev/sluice/controller/httpapi"
+	"github.com/sluice-dev/sluice/controller/rollout"
+	"github.com/sluice-dev/sluice/controller/runner"
+)
+
+// backend serves the runner through the HTTP API, with the broker keeping
+// the event stream and each rollout's recent events.
+type backend struct {
+	runner *runner.Runner
+	broker *httpapi.Broker
+}
+
+var (
+	_ httpapi.Backend = (*backend)(nil)
+	_ httpapi.History = (*backend)(nil)
+)
+
+func (b *backend) List() []rollout.Status { return b.runner.List() }
+
+func (b *backend) Get(key api.Key) (rollout.Status, bool) { return b.runner.Status(key) }
+
+func (b *backend) Command(ctx context.Context, key api.Key, cmd rollout.Command) (rollout.Status, error) {
+	st, err := b.runner.Command(ctx, key, cmd.Kind)
+	switch {
+	case errors.Is(err, runner.ErrNotFound):
+		return st, fmt.Errorf("%s %s: %w", cmd.Kind, key, httpapi.ErrNotFound)
+	case errors.Is(err, rollout.ErrNotAllowed):
+		return st, fmt.Errorf("%s %s: %w: %v", cmd.Kind, key, httpapi.ErrNotAllowed, err)
+	case err != nil:
+		return st, err
+	}
+	b.broker.Publish(httpapi.Event{Time: time.Now(), Namespace: key.Namespace, Name: key.Name, Type: "command", Message: string(cmd.Kind), Status: &st})
+	return st, nil
+}
+
+func (b *backend) Subscribe(ctx context.Context) <-chan httpapi.Event { return b.broker.Subscribe(ctx) }
+
+func (b *backend) Recent(key api.Key) []httpapi.Event { return b.broker.Recent(key) }
+
+// pumpStatus publishes every visible status change of the runner on the
+// event stream until ctx ends. Transitions that change only internal state
+// (an ACK bookkeeping step, say) are not repeated on the stream.
+func (b *backend) pumpStatus(ctx context.Context) {
+	updates, cancel := b.runner.Subscribe()
+	defer cancel()
+	last := map[api.Key]string{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case u, ok := <-updates:
+			if !ok {
+				return
+			}
+			st := u.Status
+			seen, _ := json.Marshal(st)
+			if last[u.Key] == string(seen) {
+				continue
+			}
+			last[u.Key] = string(seen)
+			b.broker.Publish(httpapi.Event{Time: time.Now(), Namespace: u.Key.Namespace, Name: u.Key.Name, Type: "status", Message: st.Message, Status: &st})
+		}
+	}
+}
+
+// alertTap queues alerts in the durable outbox and shows each one on the
+// event stream under its event name, with its reason.
+type alertTap struct {
+	outbox interface{ Enqueue(alert.Alert) error }
+	broker *httpapi.Broker
+}
+
+func (t *alertTap) Enqueue(a alert.Alert) error {
+	if err := t.outbox.Enqueue(a); err != nil {
+		return err
+	}
+	key := api.ParseKey(a.Rollout)
+	t.broker.Publish(httpapi.Event{Time: a.Time, Namespace: key.Namespace, Name: key.Name, Type: string(a.Event), Message: a.Reason})
+	return nil
+}

@@ -1,0 +1,279 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sluice-dev/sluice/analysis"
+	"github.com/sluice-dev/sluice/controller/alert"
+	"github.com/sluice-dev/sluice/controller/httpapi"
+	"github.com/sluice-dev/sluice/controller/runner"
+	"github.com/sluice-dev/sluice/controller/store"
+	"github.com/sluice-dev/sluice/gateway"
+	"github.com/sluice-dev/sluice/gitwatch"
+)
+
+// Daemon is one running sluice: construct with New (which opens the store
+// and binds the listeners), then Run until the context ends.
+type Daemon struct {
+	opts Options
+	log  *slog.Logger
+
+	store      *store.Store
+	gateway    *gateway.Server
+	dispatcher *alert.Dispatcher
+	runner     *runner.Runner
+	watcher    *gitwatch.Watcher
+	templates  *templates
+	meter      *trafficMeter
+	backend    *backend
+	api        http.Handler
+
+	xdsLis, httpLis net.Listener
+	synced          atomic.Bool // the first revision has been applied
+}
+
+// New opens the state directory and binds the xDS and HTTP listeners, so
+// their addresses are known (and a port clash is reported) before Run.
+func New(opts Options) (d *Daemon, err error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	d = &Daemon{opts: opts, log: opts.Logger, templates: newTemplates()}
+	defer func() {
+		if err != nil {
+			d.close()
+		}
+	}()
+	if err := os.MkdirAll(opts.StateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	if d.store, err = store.Open(opts.StateDir, store.Options{Logger: d.log}); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := d.build(reg); err != nil {
+		return nil, err
+	}
+	if d.xdsLis, err = net.Listen("tcp", opts.XDSAddr); err != nil {
+		return nil, fmt.Errorf("xds listener: %w", err)
+	}
+	if d.httpLis, err = net.Listen("tcp", opts.HTTPAddr); err != nil {
+		return nil, fmt.Errorf("http listener: %w", err)
+	}
+	return d, nil
+}
+
+// build wires the parts together.
+func (d *Daemon) build(reg *prometheus.Registry) error {
+	o := d.opts
+	var err error
+	if d.gateway, err = gateway.New(gateway.Options{Logger: d.log, Registry: reg, EnvoyPort: o.EnvoyPort, TLS: o.XDSTLS}); err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	sinks, err := alertSinks(o)
+	if err != nil {
+		return err
+	}
+	if d.dispatcher, err = alert.New(alert.Options{Outbox: d.store, Sinks: sinks, Logger: d.log}); err != nil {
+		return fmt.Errorf("alerts: %w", err)
+	}
+	engine, err := analysis.New(analysis.Options{Logger: d.log, Registry: reg, BearerTokenFile: o.PrometheusTokenFile})
+	if err != nil {
+		return fmt.Errorf("analysis: %w", err)
+	}
+	broker := httpapi.NewBroker(httpapi.BrokerOptions{})
+	d.meter = newTrafficMeter(d.gateway, reg)
+	if d.runner, err = runner.New(runner.Options{
+		Store:      d.store,
+		Traffic:    d.meter,
+		Analyzer:   &analyzer{engine: engine, templates: d.templates},
+		Alerter:    &alertTap{outbox: d.dispatcher, broker: broker},
+		Logger:     d.log,
+		AckTimeout: o.AckTimeout,
+	}); err != nil {
+		return fmt.Errorf("runner: %w", err)
+	}
+	reg.MustRegister(newRolloutCollector(d.runner))
+	lastCommit, err := d.store.LastCommit()
+	if err != nil {
+		return fmt.Errorf("read last commit: %w", err)
+	}
+	secret, err := readSecret(o.WebhookSecretFile)
+	if err != nil {
+		return err
+	}
+	if d.watcher, err = gitwatch.New(gitwatch.Options{
+		Repo: o.Repo, Branch: o.Branch, Path: o.Path, CacheDir: filepath.Join(o.StateDir, "git"),
+		Interval: o.Interval, Auth: o.GitAuth, WebhookSecret: secret, LastCommit: lastCommit,
+		Logger: d.log, Registry: reg,
+	}); err != nil {
+		return fmt.Errorf("gitwatch: %w", err)
+	}
+	token := ""
+	if o.APITokenFile != "" {
+		if token, err = httpapi.ReadToken(o.APITokenFile); err != nil {
+			return fmt.Errorf("api token: %w", err)
+		}
+	}
+	d.backend = &backend{runner: d.runner, broker: broker}
+	d.api, err = httpapi.New(httpapi.Options{Backend: d.backend, Ready: d.ready, Registry: reg, Token: token, Hook: d.watcher.Handler(), Logger: d.log})
+	if err != nil {
+		return fmt.Errorf("http api: %w", err)
+	}
+	return nil
+}
+
+func alertSinks(o Options) ([]alert.Sink, error) {
+	var specs []alert.SinkOptions
+	for _, u := range o.AlertWebhooks {
+		specs = append(specs, alert.SinkOptions{Kind: alert.KindWebhook, URL: u})
+	}
+	if o.AlertSlack != "" {
+		specs = append(specs, alert.SinkOptions{Kind: alert.KindSlack, URL: o.AlertSlack})
+	}
+	if o.AlertmanagerURL != "" {
+		specs = append(specs, alert.SinkOptions{Kind: alert.KindAlertmanager, URL: o.AlertmanagerURL})
+	}
+	var sinks []alert.Sink
+	for _, s := range specs {
+		sink, err := alert.NewSink(s)
+		if err != nil {
+			return nil, fmt.Errorf("alert sink %s: %w", s.URL, err)
+		}
+		sinks = append(sinks, sink)
+	}
+	return sinks, nil
+}
+
+func readSecret(path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("webhook secret: %w", err)
+	}
+	return []byte(strings.TrimSpace(string(b))), nil
+}
+
+// XDSAddr and HTTPAddr are the bound listener addresses.
+func (d *Daemon) XDSAddr() net.Addr  { return d.xdsLis.Addr() }
+func (d *Daemon) HTTPAddr() net.Addr { return d.httpLis.Addr() }
+
+// Runner exposes the runner to in-process users (the demo's live view).
+func (d *Daemon) Runner() *runner.Runner { return d.runner }
+
+func (d *Daemon) ready() error {
+	if !d.synced.Load() {
+		return errors.New("first git sync not done")
+	}
+	return nil
+}
+
+// Run serves until ctx ends, then shuts down in order: stop taking git
+// changes and API calls, let the runner finish persisting, close xDS
+// streams, close the store.
+func (d *Daemon) Run(ctx context.Context) error {
+	defer d.close()
+	if err := d.runner.Start(ctx); err != nil {
+		return fmt.Errorf("start runner: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	run := func(name string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				errs <- fmt.Errorf("%s: %w", name, err)
+				cancel()
+			}
+		}()
+	}
+	run("xds", func(ctx context.Context) error { return d.gateway.Serve(ctx, d.xdsLis) })
+	run("alerts", d.dispatcher.Run)
+	run("http", d.serveHTTP)
+	run("git", d.followGit)
+	wg.Add(1)
+	go func() { defer wg.Done(); d.backend.pumpStatus(ctx) }()
+	d.log.Info("sluice running", "repo", d.opts.Repo, "xds", d.XDSAddr().String(), "http", d.HTTPAddr().String())
+	<-ctx.Done()
+	if err := d.runner.Close(); err != nil {
+		d.log.Warn("close runner", "err", err)
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func (d *Daemon) serveHTTP(ctx context.Context) error {
+	srv := &http.Server{Handler: d.api, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shut)
+	}()
+	if err := srv.Serve(d.httpLis); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// followGit applies every Revision in order and records each commit as
+// processed once the runner has persisted what it caused.
+func (d *Daemon) followGit(ctx context.Context) error {
+	revs := make(chan gitwatch.Revision)
+	watchErr := make(chan error, 1)
+	go func() { watchErr <- d.watcher.Run(ctx, revs) }()
+	for {
+		select {
+		case err := <-watchErr:
+			return err
+		case rev := <-revs:
+			if err := d.apply(ctx, rev); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				// The commit stays unprocessed: a restart applies it again.
+				d.log.Error("apply revision", "commit", short(rev.Commit), "err", err)
+				continue
+			}
+			if err := d.store.SetLastCommit(rev.Commit); err != nil {
+				d.log.Error("record processed commit", "commit", short(rev.Commit), "err", err)
+			}
+			d.synced.Store(true)
+			d.log.Info("revision applied", "commit", short(rev.Commit), "changed", rev.Changed, "forcePush", rev.ForcePush, "rollouts", len(rev.Set.Rollouts), "errors", len(rev.Set.Diagnostics.Errors()))
+		}
+	}
+}
+
+func (d *Daemon) close() {
+	for _, l := range []net.Listener{d.xdsLis, d.httpLis} {
+		if l != nil {
+			_ = l.Close()
+		}
+	}
+	if d.store != nil {
+		if err := d.store.Close(); err != nil {
+			d.log.Warn("close store", "err", err)
+		}
+	}
+}

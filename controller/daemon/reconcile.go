@@ -1,0 +1,113 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/rollout"
+	"github.com/sluice-dev/sluice/diffengine"
+	"github.com/sluice-dev/sluice/gitwatch"
+)
+
+// apply turns one Revision into per-rollout events and hands them to the
+// runner, waiting until each is persisted. The caller records the commit
+// as processed only after apply returns without error, so a crash never
+// skips a commit (and replaying one is harmless: the same change again is
+// no change).
+func (d *Daemon) apply(ctx context.Context, rev gitwatch.Revision) error {
+	if !rev.Changed && rev.OldCommit != "" && d.templates.current() != nil {
+		return nil
+	}
+	inForce := d.inForce()
+	changes := diffengine.DiffSets(inForce, rev.Set, d.live)
+	// Runs started by these changes resolve templates from this revision.
+	d.templates.update(rev.Set)
+	rejected := map[api.Key]api.Diagnostics{}
+	for _, r := range rev.Set.Rejected {
+		rejected[r.Key] = r.Diagnostics
+	}
+	for _, c := range changes {
+		ev, ok := d.eventFor(c, rev, inForce, rejected)
+		if !ok {
+			continue
+		}
+		d.meter.commitSeen(c.Rollout, rev)
+		if _, err := d.runner.Do(ctx, c.Rollout, ev); err != nil {
+			return fmt.Errorf("apply commit %s to %s: %w", short(rev.Commit), c.Rollout, err)
+		}
+		delete(rejected, c.Rollout)
+	}
+	// Rejected rollouts that the diff did not mention (new and invalid).
+	for key, diags := range rejected {
+		if _, err := d.runner.Do(ctx, key, rollout.Invalid{Commit: rev.Commit, Errors: diags}); err != nil {
+			return fmt.Errorf("apply commit %s to %s: %w", short(rev.Commit), key, err)
+		}
+	}
+	return nil
+}
+
+// eventFor maps a diff to the state machine's event. A rollout missing from
+// the new set because its file is invalid or unreadable is not a deletion:
+// the spec in force keeps running and the errors are reported.
+func (d *Daemon) eventFor(c diffengine.Change, rev gitwatch.Revision, inForce *api.Set, rejected map[api.Key]api.Diagnostics) (rollout.Event, bool) {
+	if diags, ok := rejected[c.Rollout]; ok {
+		return rollout.Invalid{Commit: rev.Commit, Errors: diags}, true
+	}
+	switch c.Class {
+	case diffengine.Unchanged:
+		return nil, false
+	case diffengine.Removed:
+		if old := inForce.Rollout(c.Rollout); old != nil && slices.Contains(rev.Set.Unreadable, old.File) {
+			return rollout.Invalid{Commit: rev.Commit, Errors: fileDiagnostics(rev.Set, old.File)}, true
+		}
+	}
+	ch := rollout.Change{Commit: rev.Commit, Class: rollout.Class(c.Class), Rollout: c.New}
+	if c.Risky {
+		ch.Risky = c.Reasons
+	}
+	return ch, true
+}
+
+// inForce is the set of specs the runner is executing: risk is judged
+// against what runs, not against the previous commit.
+func (d *Daemon) inForce() *api.Set {
+	set := &api.Set{}
+	if cur := d.templates.current(); cur != nil {
+		set.Templates = cur.Templates
+	}
+	for _, st := range d.runner.List() {
+		key := api.Key{Namespace: st.Namespace, Name: st.Name}
+		if s, ok := d.runner.State(key); ok && s.Spec != nil && !s.Removed {
+			set.Rollouts = append(set.Rollouts, s.Spec)
+		}
+	}
+	return set
+}
+
+// live reports a rollout's position for the diff engine's risk rules.
+func (d *Daemon) live(key api.Key) diffengine.Live {
+	s, ok := d.runner.State(key)
+	if !ok || s.CanaryVersion == "" || s.Aborted {
+		return diffengine.Live{}
+	}
+	return diffengine.Live{InFlight: true, StepIndex: int(s.StepIndex), CanaryWeight: s.Weights.Canary}
+}
+
+func fileDiagnostics(set *api.Set, file string) api.Diagnostics {
+	var out api.Diagnostics
+	for _, d := range set.Diagnostics.Errors() {
+		if d.File == file {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func short(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
+	}
+	return sha
+}
