@@ -29,6 +29,11 @@ const (
 	cookieValueRest = `[^;,]*`
 )
 
+// CookieRegex returns the RE2 full-match regex over a whole Cookie header
+// for one cookie match (exact "name=value", exact "name", prefix, regex),
+// as described above. The Istio renderer uses it too.
+func CookieRegex(m api.StringMatch) (string, error) { return cookieRegex(m) }
+
 // cookieRegex returns the full-match regex for one cookie match.
 func cookieRegex(m api.StringMatch) (string, error) {
 	switch {
