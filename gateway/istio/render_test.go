@@ -44,7 +44,9 @@ func TestRenderGolden(t *testing.T) {
 				{Name: "cookie", Match: []api.HeaderMatch{{HeaderName: "cookie", HeaderValue: api.StringMatch{Exact: "sluice-canary=canary"}}}},
 			}
 		}},
-		{"sticky", func(t *api.Traffic) { t.SessionAffinity = &api.SessionAffinity{CookieName: "sluice-canary", MaxAge: 3600} }},
+		{"sticky", func(t *api.Traffic) {
+			t.SessionAffinity = &api.SessionAffinity{CookieName: "sluice-canary", MaxAge: 3600}
+		}},
 		{"mirror", func(t *api.Traffic) {
 			t.Weights = api.CanaryWeights(0)
 			t.MirrorRoutes = []api.MirrorRoute{{Name: "shadow", Percentage: 35, Match: []api.RouteMatch{
