@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -50,6 +51,11 @@ func BenchmarkPushToRevision(b *testing.B) {
 			for i := range b.N {
 				b.StopTimer()
 				sha := u.commit(fmt.Sprintf("c%d", i+1), map[string]string{"rollouts/a.yaml": rolloutYAML("a", fmt.Sprintf("shop/a:v%d", i+1))})
+				if mode == "interval-1s" {
+					// Push at a random point of the poll cycle, not right
+					// after the poll that delivered the previous commit.
+					time.Sleep(rand.N(opts.Interval))
+				}
 				b.StartTimer()
 				u.push()
 				start := time.Now()
@@ -153,6 +159,7 @@ func pushOne(b *testing.B, u *upstream, i int) {
 // fetch-1-commit: a poll that finds one commit changing one file, with its
 // Revision (a full load of --path).
 // load-1000-files: api.LoadFS of the head tree alone, for comparison.
+// repack: compacting the cache into one pack (done after maxPacks fetches).
 func BenchmarkLargeRepo(b *testing.B) {
 	start := time.Now()
 	u := fastImport(b)
@@ -251,6 +258,19 @@ func BenchmarkLargeRepo(b *testing.B) {
 			set, err := api.LoadFS(newTreeFS(root, c.Committer.When), "rollouts")
 			if err != nil || len(set.Rollouts) != bigFiles {
 				b.Fatalf("load: %v, %d rollouts", err, len(set.Rollouts))
+			}
+		}
+	})
+
+	// repack: what compaction costs once maxPacks is exceeded.
+	b.Run("repack", func(b *testing.B) {
+		for range b.N {
+			if _, err := w.cache.open(); err != nil {
+				b.Fatal(err)
+			}
+			w.cache.maxPacks = 0
+			if err := w.cache.compact(); err != nil {
+				b.Fatal(err)
 			}
 		}
 	})

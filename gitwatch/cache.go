@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
@@ -19,6 +20,12 @@ import (
 
 // remoteName is the one remote of the cache repository.
 const remoteName = "origin"
+
+// maxPacks is how many pack files may pile up before the cache is repacked.
+// Every fetch that brings objects adds a pack, and every object lookup
+// consults every pack index, so a daemon that fetched ten thousand times
+// would otherwise read commits ever more slowly.
+const maxPacks = 64
 
 // repoCache is the bare clone under CacheDir. A clone is an init followed
 // by the same incremental fetch every later poll does, so there is one code
@@ -32,6 +39,8 @@ type repoCache struct {
 	// damaged is why the cache must be re-cloned before its next use; ""
 	// when it is fine.
 	damaged string
+	// maxPacks triggers compaction; maxPacks unless a test lowers it.
+	maxPacks int
 }
 
 func newRepoCache(cacheDir, url string, log *slog.Logger) *repoCache {
@@ -39,7 +48,7 @@ func newRepoCache(cacheDir, url string, log *slog.Logger) *repoCache {
 	// repository never mixes objects or refs.
 	sum := sha256.Sum256([]byte(url))
 	dir := filepath.Join(cacheDir, hex.EncodeToString(sum[:8])+".git")
-	return &repoCache{dir: dir, url: url, log: log}
+	return &repoCache{dir: dir, url: url, log: log, maxPacks: maxPacks}
 }
 
 // markDamaged makes the next open re-clone.
@@ -154,6 +163,25 @@ func (c *repoCache) create() (*git.Repository, *filesystem.Storage, error) {
 	}
 	c.log.Info("git cache created", "dir", c.dir)
 	return repo, st, nil
+}
+
+// compact repacks the cache into one pack once maxPacks is exceeded, and
+// reopens it so no reader holds a deleted pack.
+func (c *repoCache) compact() error {
+	if c.st == nil {
+		return nil
+	}
+	packs, err := c.st.ObjectPacks()
+	if err != nil || len(packs) <= c.maxPacks {
+		return err
+	}
+	start := time.Now()
+	if err := c.repo.RepackObjects(&git.RepackConfig{}); err != nil {
+		return fmt.Errorf("repack cache: %w", err)
+	}
+	c.log.Info("git cache repacked", "dir", c.dir, "packs", len(packs), "took", time.Since(start))
+	c.close()
+	return nil
 }
 
 // reset closes and removes the cache repository. Only the per-URL

@@ -1,6 +1,9 @@
 package gitwatch
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -249,5 +252,44 @@ func TestOptionsValidation(t *testing.T) {
 				t.Errorf("error leaks the password: %v", err)
 			}
 		})
+	}
+}
+
+// TestCompact: packs from many small fetches are merged once they pile up,
+// and the cache keeps working afterwards.
+func TestCompact(t *testing.T) {
+	u := newUpstream(t)
+	u.commit("c0", map[string]string{"a.yaml": rolloutYAML("a", "shop/a:v0")})
+	u.push()
+	logs := &syncBuffer{}
+	opts := testOptions(t, u.bare)
+	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	w, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.cache.maxPacks = 3
+	t.Cleanup(w.cache.close)
+	out := make(chan Revision, 1)
+	for i := 1; i <= 6; i++ {
+		if err := w.sync(context.Background(), out); err != nil {
+			t.Fatal(err)
+		}
+		<-out
+		u.commit(fmt.Sprint("c", i), map[string]string{"a.yaml": rolloutYAML("a", fmt.Sprint("shop/a:v", i))})
+		u.push()
+	}
+	if err := w.sync(context.Background(), out); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-out; r.Set.Rollouts[0].Version != "shop/a:v6" {
+		t.Fatalf("after compaction: version %s", r.Set.Rollouts[0].Version)
+	}
+	if !strings.Contains(logs.String(), "git cache repacked") {
+		t.Fatalf("no repack logged:\n%s", logs)
+	}
+	packs, _ := filepath.Glob(filepath.Join(w.cache.dir, "objects", "pack", "*.pack"))
+	if len(packs) > 3 {
+		t.Errorf("%d packs after compaction", len(packs))
 	}
 }
