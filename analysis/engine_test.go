@@ -185,3 +185,44 @@ func TestEngineStop(t *testing.T) {
 		t.Fatalf("sluice_analysis_metric_value = %v, want 7", got)
 	}
 }
+
+func TestEngineInitialDelayAndPlanError(t *testing.T) {
+	var v atomic.Int64
+	v.Store(1)
+	url := valueServer(t, &v)
+	tests := []struct {
+		name       string
+		metric     api.Metric
+		want       Phase
+		wantReason string
+		minElapsed time.Duration
+	}{
+		{
+			name: "initial delay is waited",
+			metric: func() api.Metric {
+				m := webMetric("delayed", url, "result == 1", 0, 1)
+				m.InitialDelay = 300 * time.Millisecond
+				return m
+			}(),
+			want: PhaseSuccessful, minElapsed: 300 * time.Millisecond,
+		},
+		{
+			name:   "unresolvable args end the run in Error",
+			metric: webMetric("m", url+"/{{args.nope}}", "result == 1", 0, 1),
+			want:   PhaseError, wantReason: "metric m: provider: unknown arg nope",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, _ := newTestEngine(t)
+			start := time.Now()
+			st := startRun(t, e, RunSpec{}, tt.metric).wait(t, 30*time.Second)
+			if st.Phase != tt.want || (tt.wantReason != "" && st.Reason != tt.wantReason) {
+				t.Fatalf("run = %s %q, want %s %q", st.Phase, st.Reason, tt.want, tt.wantReason)
+			}
+			if tt.minElapsed > 0 && st.Metrics[0].Measurements[0].StartedAt.Sub(start) < tt.minElapsed {
+				t.Fatalf("first measurement %s after start, want at least %s", st.Metrics[0].Measurements[0].StartedAt.Sub(start), tt.minElapsed)
+			}
+		})
+	}
+}

@@ -26,7 +26,7 @@ import (
 //	bad    failing canary: half 500, p99 ≈ 150ms
 //	idle   canary without traffic: counters stay 0
 //	absent never exported
-func traffic(t *testing.T, reg *prometheus.Registry) {
+func traffic(t testing.TB, reg *prometheus.Registry) {
 	t.Helper()
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "http_requests_total"}, []string{"version", "code"})
 	p99 := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "http_request_p99_seconds"}, []string{"version"})
@@ -59,7 +59,7 @@ func successRate(version string) string {
 	return fmt.Sprintf(`sum(rate(http_requests_total{version=%q,code!~"5.."}[3s])) / sum(rate(http_requests_total{version=%q}[3s]))`, version, version)
 }
 
-func startTrafficPrometheus(t *testing.T) *promtest.Prometheus {
+func startTrafficPrometheus(t testing.TB) *promtest.Prometheus {
 	t.Helper()
 	exp := promtest.NewExporter(t)
 	traffic(t, exp.Registry)
@@ -243,5 +243,43 @@ func TestPrometheusBearerToken(t *testing.T) {
 	st := startRun(t, e, RunSpec{}, m).wait(t, 30*time.Second)
 	if st.Phase != PhaseSuccessful || got.Load() != "Bearer t0ken|team-a" {
 		t.Fatalf("run %s %q; server saw %v", st.Phase, st.Reason, got.Load())
+	}
+}
+
+// BenchmarkMeasurement times one measurement (query, evaluation) against
+// a real Prometheus: go test -run '^$' -bench Measurement ./analysis/
+func BenchmarkMeasurement(b *testing.B) {
+	p := startTrafficPrometheus(b)
+	p.WaitFor(b, `count_over_time(http_request_p99_seconds{version="v1"}[4s]) > 7`, 1, 60*time.Second)
+	e, err := New(Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		metric api.Metric
+	}{
+		{"prometheus", promMetric("success-rate", p.URL, successRate("v2"), "result[0] >= 0.99", 0, 1)},
+		{"judge", judgeMetric("p99", p.URL, "v2", "v1")},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			m, err := NewMetric(tc.metric, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			prov, err := e.newProvider(&m)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				res, err := prov.measure(b.Context(), &m)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if ph, msg := Evaluate(&m, res); ph != PhaseSuccessful {
+					b.Fatalf("%s: %s", ph, msg)
+				}
+			}
+		})
 	}
 }
