@@ -1,0 +1,92 @@
+package gateway
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// TestValidateRejects breaks translated resources the ways Envoy or gRPC
+// would reject them and checks Validate catches each before any push.
+func TestValidateRejects(t *testing.T) {
+	hcmOf := func(r *Resources) *hcmv3.HttpConnectionManager {
+		h := &hcmv3.HttpConnectionManager{}
+		if err := r.Listener.GetApiListener().GetApiListener().UnmarshalTo(h); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	setHCM := func(r *Resources, h *hcmv3.HttpConnectionManager) { r.Listener.ApiListener.ApiListener = mustAny(h) }
+	defaultRoute := func(r *Resources) *routev3.Route {
+		rs := r.Route.VirtualHosts[0].Routes
+		for _, x := range rs {
+			if x.Name == "default" {
+				return x
+			}
+		}
+		t.Fatal("no default route")
+		return nil
+	}
+	cases := []struct {
+		name   string
+		break_ func(r *Resources)
+		rule   string
+	}{
+		{"router filter not last", func(r *Resources) {
+			h := hcmOf(r)
+			h.HttpFilters = append(h.HttpFilters, &hcmv3.HttpFilter{Name: "envoy.filters.http.fault", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(wrapperspb.String("x"))}})
+			setHCM(r, h)
+		}, "router filter must be last"},
+		{"no http filters", func(r *Resources) { h := hcmOf(r); h.HttpFilters = nil; setHCM(r, h) }, "http filters"},
+		{"hcm fails ValidateAll", func(r *Resources) { h := hcmOf(r); h.StatPrefix = ""; setHCM(r, h) }, "ValidateAll"},
+		{"api_listener not an hcm", func(r *Resources) { r.Listener.ApiListener.ApiListener = mustAny(wrapperspb.String("x")) }, "api_listener"},
+		{"rds not over ads", func(r *Resources) {
+			h := hcmOf(r)
+			h.GetRds().ConfigSource.ConfigSourceSpecifier = &corev3.ConfigSource_PathConfigSource{PathConfigSource: &corev3.PathConfigSource{Path: "/etc/routes.yaml"}}
+			setHCM(r, h)
+		}, "ADS"},
+		{"total weight 0", func(r *Resources) {
+			for _, c := range defaultRoute(r).GetRoute().GetWeightedClusters().Clusters {
+				c.Weight = wrapperspb.UInt32(0)
+			}
+		}, "total weight"},
+		{"regex not RE2", func(r *Resources) {
+			defaultRoute(r).Match.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: safeRegex(`(\w)\1`)}
+		}, "RE2"},
+		{"cluster not EDS", func(r *Resources) {
+			r.Clusters[1].ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}
+		}, "want EDS"},
+		{"eds not over ads", func(r *Resources) {
+			r.Clusters[0].EdsClusterConfig.EdsConfig = &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_PathConfigSource{PathConfigSource: &corev3.PathConfigSource{Path: "/etc/eds.yaml"}}}
+		}, "EDS config source"},
+		{"unknown cluster", func(r *Resources) {
+			defaultRoute(r).GetRoute().GetWeightedClusters().Clusters[0].Name = "default/other/stable"
+		}, "unknown cluster"},
+		{"cluster fails ValidateAll", func(r *Resources) { r.Clusters[0].Name = "" }, "ValidateAll"},
+		{"locality without weight", func(r *Resources) { r.Endpoints[0].Endpoints[0].LoadBalancingWeight = nil }, "locality weight"},
+		{"empty any", func(r *Resources) { r.Listener.ApiListener.ApiListener = &anypb.Any{} }, "api_listener"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := Translate(traffic(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.break_(r)
+			err = Validate(r)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "rollout default/checkout") || !strings.Contains(err.Error(), tc.rule) {
+				t.Errorf("Validate = %q, want ErrInvalid naming the rollout and %q", err, tc.rule)
+			}
+		})
+	}
+}
