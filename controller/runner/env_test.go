@@ -196,6 +196,7 @@ type envOptions struct {
 	ackTimeout time.Duration
 	storeWrap  func(Store) Store
 	now        func() time.Time
+	analyzer   Analyzer // replaces the recording double
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -228,7 +229,10 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.storeWrap != nil {
 		opts.Store = o.storeWrap(st)
 	}
-	if !o.noAnalyzer {
+	switch {
+	case o.analyzer != nil:
+		opts.Analyzer = o.analyzer
+	case !o.noAnalyzer:
 		e.analyzer = newFakeAnalyzer()
 		opts.Analyzer = e.analyzer
 	}
@@ -322,6 +326,6 @@ func pause(d time.Duration) api.Step {
 	return api.Step{Kind: api.StepPause, Pause: &api.Pause{Duration: d}}
 }
 
-func analysis(name string) api.Step {
+func analysisStep(name string) api.Step {
 	return api.Step{Kind: api.StepAnalysis, Analysis: &api.Analysis{Templates: []api.TemplateRef{{Name: name}}}}
 }

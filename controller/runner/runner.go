@@ -205,10 +205,19 @@ func (r *Runner) Close() error {
 	close(r.done)
 	r.mu.Unlock()
 	r.workers.Wait()
+	// No worker runs now and none can start, so the entries' timers and
+	// runs are ours. They are stopped without r.mu: an analysis' stop waits
+	// for a report in flight, and a report takes r.mu to submit.
 	r.mu.Lock()
+	entries := make([]*entry, 0, len(r.rollouts))
 	for _, e := range r.rollouts {
+		entries = append(entries, e)
+	}
+	r.mu.Unlock()
+	for _, e := range entries {
 		e.stopAll()
 	}
+	r.mu.Lock()
 	for ch := range r.subs {
 		close(ch)
 		delete(r.subs, ch)

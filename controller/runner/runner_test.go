@@ -15,7 +15,7 @@ import (
 )
 
 func canarySteps() []api.Step {
-	return []api.Step{setWeight(20), pause(30 * time.Millisecond), analysis("success-rate"), setWeight(50), pause(0)}
+	return []api.Step{setWeight(20), pause(30 * time.Millisecond), analysisStep("success-rate"), setWeight(50), pause(0)}
 }
 
 // TestCanaryFlow runs a whole canary: v1 stable, v2 through a timed pause
@@ -128,7 +128,7 @@ func TestPersistBeforeActions(t *testing.T) {
 func TestRestart(t *testing.T) {
 	dir := t.TempDir()
 	hook := newWebhook(t)
-	steps := []api.Step{setWeight(20), pause(time.Hour), analysis("success-rate"), setWeight(40), pause(150 * time.Millisecond)}
+	steps := []api.Step{setWeight(20), pause(time.Hour), analysisStep("success-rate"), setWeight(40), pause(150 * time.Millisecond)}
 
 	e1 := newEnv(t, envOptions{dir: dir, hook: hook})
 	e1.do(checkout, rollout.Change{Commit: "1111111", Rollout: spec(checkout, "v1", steps...)})
@@ -261,7 +261,7 @@ func TestAlertsReplayedAfterCrash(t *testing.T) {
 // "analysis engine not available" instead of passing.
 func TestNoAnalyzer(t *testing.T) {
 	e := newEnv(t, envOptions{noAnalyzer: true})
-	steps := []api.Step{setWeight(10), analysis("success-rate"), setWeight(90)}
+	steps := []api.Step{setWeight(10), analysisStep("success-rate"), setWeight(90)}
 	e.do(checkout, rollout.Change{Commit: "1111111", Rollout: spec(checkout, "v1", steps...)})
 	e.do(checkout, rollout.Change{Commit: "2222222", Rollout: spec(checkout, "v2", steps...)})
 	s := e.waitState(checkout, "paused analysis", func(s rollout.State) bool { return s.Hold != nil })
