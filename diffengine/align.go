@@ -1,6 +1,10 @@
 package diffengine
 
-import "encoding/json"
+import (
+	"fmt"
+	"slices"
+	"strconv"
+)
 
 // opKind is one step of an edit script between two lists.
 type opKind uint8
@@ -65,11 +69,19 @@ func align(a, b []any) alignment {
 
 	al := alignment{oldN: len(a), newN: len(b), byOld: make([]int, len(a))}
 	pi, pj := 0, 0
+	// In a gap, unpaired deletions come before unpaired insertions, so an old
+	// position that was deleted lands on what replaced it.
 	emitGap := func(i1, j1 int) {
+		var pending []op
+		flush := func() {
+			al.ops = append(al.ops, pending...)
+			pending = pending[:0]
+		}
 		for k := 0; pi+k < i1 || pj+k < j1; k++ {
 			i, j := pi+k, pj+k
 			hasA, hasB := i < i1, j < j1
 			if hasA && hasB && movedA[i] == 0 && movedB[j] == 0 && sameShape(a[i], b[j]) {
+				flush()
 				al.ops = append(al.ops, op{kind: opModify, i: i, j: j})
 				continue
 			}
@@ -85,9 +97,10 @@ func align(a, b []any) alignment {
 				if movedB[j] != 0 {
 					kind, from = opMoveIn, movedB[j]-1
 				}
-				al.ops = append(al.ops, op{kind: kind, i: from, j: j})
+				pending = append(pending, op{kind: kind, i: from, j: j})
 			}
 		}
+		flush()
 	}
 	for _, m := range matched {
 		emitGap(m[0], m[1])
@@ -134,13 +147,50 @@ func encodeAll(l []any) []string {
 	return out
 }
 
-// encode is a canonical string of a tree value (encoding/json sorts map keys).
+// encode is a canonical string of a tree value: JSON with sorted keys,
+// written directly because it runs for every list element compared.
 func encode(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return "<unencodable>"
+	var b []byte
+	return string(appendCanonical(b, v))
+}
+
+func appendCanonical(b []byte, v any) []byte {
+	switch t := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b = append(b, '{')
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendQuote(b, k)
+			b = append(b, ':')
+			b = appendCanonical(b, t[k])
+		}
+		return append(b, '}')
+	case []any:
+		b = append(b, '[')
+		for i, e := range t {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendCanonical(b, e)
+		}
+		return append(b, ']')
+	case string:
+		return strconv.AppendQuote(b, t)
+	case float64:
+		return strconv.AppendFloat(b, t, 'g', -1, 64)
+	case bool:
+		return strconv.AppendBool(b, t)
+	case nil:
+		return append(b, "null"...)
 	}
-	return string(b)
+	return fmt.Appendf(b, "%#v", v)
 }
 
 // lcs returns the index pairs of a longest common subsequence of a and b.

@@ -2,6 +2,8 @@ package diffengine
 
 import (
 	"encoding/json"
+	"maps"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,23 +17,112 @@ import (
 // spellings (30 vs "30s", "1" vs 1) normalised, so that two trees are equal
 // exactly when the objects mean the same thing.
 
-// rolloutTree is the canonical tree of a rollout: metadata labels and
-// annotations, and the whole Argo spec.
-func rolloutTree(r *api.Rollout) map[string]any {
-	t := map[string]any{}
-	meta := map[string]any{}
-	if len(r.Labels) > 0 {
-		meta["labels"] = stringMap(r.Labels)
+// rolloutTrees builds the canonical trees of two versions of a rollout:
+// metadata labels and the Argo spec. Only what differs is converted: the
+// walk descends through structs field by field and skips every field that
+// is reflect.DeepEqual on both sides, so an image change costs one
+// container list, not two whole pod templates. Equal parts are absent from
+// both trees, so they never show as changes.
+func rolloutTrees(old, new *api.Rollout) (a, b map[string]any) {
+	a, b = map[string]any{}, map[string]any{}
+	if !maps.Equal(old.Labels, new.Labels) {
+		a["metadata"] = map[string]any{"labels": stringMap(old.Labels)}
+		b["metadata"] = map[string]any{"labels": stringMap(new.Labels)}
 	}
-	if len(meta) > 0 {
-		t["metadata"] = meta
+	// Addressable roots, so that DeepEqual below compares through pointers
+	// instead of copying every struct field into an interface.
+	sa, sb := partialTrees(reflect.ValueOf(&old.Spec).Elem(), reflect.ValueOf(&new.Spec).Elem())
+	for _, pair := range [2]struct {
+		dst  map[string]any
+		spec any
+	}{{a, sa}, {b, sb}} {
+		if m, ok := pair.spec.(map[string]any); ok {
+			normaliseRolloutSpec(m)
+		}
+		pair.dst["spec"] = pair.spec
 	}
-	spec := toTree(r.Spec)
-	if m, ok := spec.(map[string]any); ok {
-		normaliseRolloutSpec(m)
+	return a, b
+}
+
+func pruneRoot(t map[string]any) map[string]any {
+	out, _ := prune(t, false).(map[string]any)
+	if out == nil {
+		out = map[string]any{}
 	}
-	t["spec"] = spec
-	return prune(t, false).(map[string]any)
+	return out
+}
+
+var marshalerType = reflect.TypeFor[json.Marshaler]()
+
+// partialTrees converts the parts of a and b (same type) that differ.
+func partialTrees(a, b reflect.Value) (any, any) {
+	t := a.Type()
+	if t.Kind() == reflect.Pointer && !a.IsNil() && !b.IsNil() && !t.Implements(marshalerType) {
+		return partialTrees(a.Elem(), b.Elem())
+	}
+	// encoding/json calls pointer-receiver MarshalJSON methods only on
+	// addressable values, which values reached through an interface never
+	// are, so only value-receiver marshalers (Quantity, Time, IntOrString)
+	// are leaves here, exactly as in toTree.
+	if t.Kind() != reflect.Struct || t.Implements(marshalerType) {
+		// Leaves are pruned here; the maps above them are scaffolding that
+		// stays even when empty, so that a field added under an absent
+		// parent shows at its own path, not as the whole spec being added.
+		return prune(toTree(a.Interface()), false), prune(toTree(b.Interface()), false)
+	}
+	ma, mb := map[string]any{}, map[string]any{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name := jsonName(f)
+		if name == "" {
+			continue
+		}
+		fa, fb := a.Field(i), b.Field(i)
+		if deepEqual(fa, fb) {
+			continue
+		}
+		ca, cb := partialTrees(fa, fb)
+		if f.Anonymous && !hasJSONName(f) {
+			// An embedded struct without a name is inlined by encoding/json.
+			maps.Copy(ma, asMap(ca))
+			maps.Copy(mb, asMap(cb))
+			continue
+		}
+		if ca != nil {
+			ma[name] = ca
+		}
+		if cb != nil {
+			mb[name] = cb
+		}
+	}
+	return ma, mb
+}
+
+// deepEqual is reflect.DeepEqual on two values of one type, through their
+// addresses when they have one.
+func deepEqual(a, b reflect.Value) bool {
+	if a.CanAddr() && b.CanAddr() {
+		return reflect.DeepEqual(a.Addr().Interface(), b.Addr().Interface())
+	}
+	return reflect.DeepEqual(a.Interface(), b.Interface())
+}
+
+func hasJSONName(f reflect.StructField) bool {
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	return name != ""
+}
+
+// jsonName is a struct field's JSON key, "" for fields JSON skips.
+func jsonName(f reflect.StructField) string {
+	tag := f.Tag.Get("json")
+	if tag == "-" || !f.IsExported() {
+		return ""
+	}
+	name, _, _ := strings.Cut(tag, ",")
+	if name == "" {
+		return f.Name
+	}
+	return name
 }
 
 // templateTree is the canonical tree of an analysis template.
@@ -40,11 +131,7 @@ func templateTree(t *api.AnalysisTemplate) map[string]any {
 	if m, ok := spec.(map[string]any); ok {
 		normaliseTemplateSpec(m)
 	}
-	out, _ := prune(map[string]any{"spec": spec}, false).(map[string]any)
-	if out == nil {
-		out = map[string]any{}
-	}
-	return out
+	return pruneRoot(map[string]any{"spec": spec})
 }
 
 func stringMap(m map[string]string) map[string]any {

@@ -33,21 +33,25 @@ import (
 //     than before (a higher limit, or -1, which disables the limit).
 
 type riskInput struct {
-	old, new           *api.Rollout
-	live               Live
-	class              Class
-	oldTree, newTree   map[string]any
+	old, new *api.Rollout
+	live     Live
+	class    Class
+	// stepsChanged says whether the steps differ; only then are oldSteps
+	// and newSteps set.
+	stepsChanged       bool
 	oldSteps, newSteps []any
 	resume             int
 }
 
 func rolloutRisks(in riskInput) []string {
 	var reasons []string
-	if r := weightJump(in); r != "" {
-		reasons = append(reasons, r)
+	if in.stepsChanged {
+		if r := weightJump(in); r != "" {
+			reasons = append(reasons, r)
+		}
+		reasons = append(reasons, removedAnalysisSteps(in)...)
 	}
-	reasons = append(reasons, removedAnalysisSteps(in)...)
-	if hasAnalysis(in.oldTree) && !hasAnalysis(in.newTree) {
+	if hasAnalysis(in.old) && !hasAnalysis(in.new) {
 		reasons = append(reasons, "all analysis removed")
 	}
 	if oh, nh := host(in.old), host(in.new); oh != nh {
@@ -126,13 +130,12 @@ func analysisSignature(step any) (string, bool) {
 	return strings.Join(names, "+"), true
 }
 
-func hasAnalysis(t map[string]any) bool {
-	canary := child(t, "spec", "strategy", "canary")
-	if len(list(child(canary, "analysis"), "templates")) > 0 {
+func hasAnalysis(r *api.Rollout) bool {
+	if r.Background != nil && len(r.Background.Templates) > 0 {
 		return true
 	}
-	for _, s := range list(canary, "steps") {
-		if _, ok := analysisSignature(s); ok {
+	for _, s := range r.Steps {
+		if s.Kind == api.StepAnalysis {
 			return true
 		}
 	}

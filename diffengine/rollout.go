@@ -1,10 +1,10 @@
 package diffengine
 
 import (
-	"maps"
 	"reflect"
 	"strings"
 
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/sluice-dev/sluice/api"
 )
 
@@ -33,34 +33,42 @@ func DiffRollouts(old, new *api.Rollout, live Live) Change {
 		return Change{Rollout: old.Key, Class: Removed, Old: old}
 	}
 	c := Change{Rollout: new.Key, Old: old, New: new}
-	if sameRollout(old, new) {
-		c.Class = Unchanged
-		if live.InFlight {
-			c.ResumeStep = live.StepIndex
-		}
-		return c
+	if live.InFlight {
+		c.ResumeStep = live.StepIndex
 	}
-	ta, tb := rolloutTree(old), rolloutTree(new)
+	ta, tb := rolloutTrees(old, new)
 	diffTree(nil, ta, tb, &c.Changes)
 	c.Class = classify(old, new, c.Changes)
-	sa, sb := steps(ta), steps(tb)
-	al := align(sa, sb)
-	if live.InFlight {
-		c.ResumeStep = al.landing(live.StepIndex)
+	if reflect.DeepEqual(old.Spec.Strategy, new.Spec.Strategy) {
+		// Same steps, analysis and host: no risk rule can fire, and the
+		// rollout continues where it is.
+		return c
 	}
-	c.Reasons = rolloutRisks(riskInput{
-		old: old, new: new, live: live, class: c.Class,
-		oldTree: ta, newTree: tb, oldSteps: sa, newSteps: sb, resume: c.ResumeStep,
-	})
+	in := riskInput{old: old, new: new, live: live, class: c.Class, resume: c.ResumeStep}
+	if !reflect.DeepEqual(canarySteps(old), canarySteps(new)) {
+		// The steps differ, so both trees hold them in full.
+		in.stepsChanged = true
+		in.oldSteps, in.newSteps = steps(ta), steps(tb)
+		if live.InFlight {
+			c.ResumeStep = align(in.oldSteps, in.newSteps).landing(live.StepIndex)
+			in.resume = c.ResumeStep
+		}
+	}
+	c.Reasons = rolloutRisks(in)
 	c.Risky = len(c.Reasons) > 0
 	return c
 }
 
-// sameRollout is the fast path: identical typed values need no tree.
-func sameRollout(old, new *api.Rollout) bool {
-	return old.Version == new.Version &&
-		maps.Equal(old.Labels, new.Labels) &&
-		reflect.DeepEqual(old.Spec, new.Spec)
+func canarySteps(r *api.Rollout) []v1alpha1.CanaryStep {
+	if r.Spec.Strategy.Canary == nil {
+		return nil
+	}
+	return r.Spec.Strategy.Canary.Steps
+}
+
+// steps returns the canonical step list of a rollout tree.
+func steps(t map[string]any) []any {
+	return list(child(t, "spec", "strategy", "canary"), "steps")
 }
 
 // classify picks the strongest class the changes imply.
@@ -93,9 +101,4 @@ func hasPathPrefix(path, prefix string) bool {
 	}
 	rest := path[len(prefix):]
 	return rest == "" || rest[0] == '.' || rest[0] == '['
-}
-
-// steps returns the canonical step list of a rollout.
-func steps(t map[string]any) []any {
-	return list(child(t, "spec", "strategy", "canary"), "steps")
 }
