@@ -293,3 +293,17 @@ func TestCompact(t *testing.T) {
 		t.Errorf("%d packs after compaction", len(packs))
 	}
 }
+
+func TestCleanPath(t *testing.T) {
+	tests := map[string]string{
+		"": ".", ".": ".", "/": ".", "deploy": "deploy", "deploy/": "deploy", "./deploy": "deploy",
+		"/deploy/rollouts/": "deploy/rollouts", "../../etc": "etc", " a/b ": "a/b",
+	}
+	for in, want := range tests {
+		t.Run(in, func(t *testing.T) {
+			if got := cleanPath(in); got != want {
+				t.Errorf("cleanPath(%q) = %q, want %q", in, got, want)
+			}
+		})
+	}
+}

@@ -107,10 +107,7 @@ func (o Options) config() (*config, error) {
 	default:
 		return nil, fmt.Errorf("repo protocol %q is not supported (file, http, https, ssh)", ep.Protocol)
 	}
-	p, err := cleanPath(o.Path)
-	if err != nil {
-		return nil, err
-	}
+	p := cleanPath(o.Path)
 	if o.LastCommit != "" && !isHash(o.LastCommit) {
 		return nil, fmt.Errorf("last commit %q is not a full hex SHA-1", o.LastCommit)
 	}
@@ -124,14 +121,15 @@ func (o Options) config() (*config, error) {
 	return c, nil
 }
 
-// cleanPath turns --path into an fs.FS name.
-func cleanPath(p string) (string, error) {
-	p = path.Clean("/" + strings.TrimSpace(p))
-	p = strings.TrimPrefix(p, "/")
+// cleanPath turns --path into an fs.FS name: "deploy/", "./deploy" and
+// "/deploy" all mean "deploy"; "" and "." mean the root. ".." cannot climb
+// out of the repository.
+func cleanPath(p string) string {
+	p = strings.TrimPrefix(path.Clean("/"+strings.TrimSpace(p)), "/")
 	if p == "" {
-		p = "."
+		return "."
 	}
-	return p, nil
+	return p
 }
 
 func isHash(s string) bool {

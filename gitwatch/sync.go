@@ -19,7 +19,8 @@ import (
 
 // sync is one poll, in three steps: open the cache (cloning or re-cloning
 // it if needed), fetch the branch, hand out the new commits. Its outcome is
-// recorded in one deferred place: Status, log.
+// recorded in one deferred place: Status (error, failure count) and the
+// log; fetch itself records the fetch times and the metric.
 func (w *Watcher) sync(ctx context.Context, out chan<- Revision) (err error) {
 	var sec secrets
 	defer func() { w.record(ctx, err, sec) }()
@@ -56,12 +57,9 @@ func (w *Watcher) record(ctx context.Context, err error, sec secrets) {
 	if ctx.Err() != nil {
 		return // shutting down: not a failure of the remote
 	}
-	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.status.LastFetch = now
 	if err == nil {
-		w.status.LastSuccess = now
 		w.status.LastError = ""
 		w.status.Failures = 0
 		return
@@ -88,6 +86,13 @@ func (w *Watcher) fetch(ctx context.Context, repo *git.Repository) (plumbing.Has
 		result = resultError
 	}
 	w.metrics.fetch.WithLabelValues(result).Observe(time.Since(start).Seconds())
+	now := time.Now()
+	w.mu.Lock()
+	w.status.LastFetch = now
+	if err == nil {
+		w.status.LastSuccess = now
+	}
+	w.mu.Unlock()
 	if err != nil && ctx.Err() == nil {
 		if verr := w.cache.verify(repo); verr != nil {
 			w.cache.markDamaged(verr)
