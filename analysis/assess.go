@@ -56,7 +56,7 @@ func assessLimits(m *Metric, t Tally, ms []Measurement) (Phase, string) {
 		phase, msg = PhaseInconclusive, withCount(t.Inconclusive, "inconclusive", lastMessage(ms, PhaseInconclusive))+fmt.Sprintf(" (inconclusiveLimit %d)", m.InconclusiveLimit)
 	}
 	if t.ConsecutiveError > m.ConsecutiveErrorLimit {
-		phase, msg = PhaseError, fmt.Sprintf("%d consecutive errors, last: %s (consecutiveErrorLimit %d)", t.ConsecutiveError, lastMessage(ms, PhaseError), m.ConsecutiveErrorLimit)
+		phase, msg = PhaseError, fmt.Sprintf("%s, last: %s (consecutiveErrorLimit %d)", plural(t.ConsecutiveError, "consecutive error"), lastMessage(ms, PhaseError), m.ConsecutiveErrorLimit)
 	}
 	return phase, msg
 }
@@ -132,4 +132,11 @@ func terminating(metrics []MetricStatus) bool {
 		}
 	}
 	return false
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }

@@ -50,9 +50,9 @@ func Evaluate(m *Metric, r Result) (Phase, string) {
 	case m.success == nil && m.failure == nil:
 		return PhaseSuccessful, r.Message
 	case m.failure != nil && failed:
-		return PhaseFailed, joinMessage(substitute(m.FailureCondition, valueText(r)), r.Message)
+		return PhaseFailed, joinMessage(substitute(m.FailureCondition, r), r.Message)
 	case m.failure == nil && !succeeded:
-		return PhaseFailed, joinMessage(negate(m.SuccessCondition, valueText(r)), r.Message)
+		return PhaseFailed, joinMessage(negate(m.SuccessCondition, r), r.Message)
 	case m.success != nil && !succeeded:
 		return PhaseInconclusive, joinMessage(fmt.Sprintf("%s: neither %q nor %q holds", valueText(r), m.SuccessCondition, m.FailureCondition), r.Message)
 	}
@@ -136,17 +136,26 @@ var simpleComparison = regexp.MustCompile(`^\s*result(\[0\])?\s*(>=|<=|==|!=|>|<
 var negated = map[string]string{">=": "<", "<=": ">", ">": "<=", "<": ">=", "==": "!=", "!=": "=="}
 
 // negate renders why a successCondition did not hold.
-func negate(cond, value string) string {
+func negate(cond string, r Result) string {
 	if m := simpleComparison.FindStringSubmatch(cond); m != nil {
-		return value + " " + negated[m[2]] + " " + m[3]
+		return operand(m[1], r) + " " + negated[m[2]] + " " + m[3]
 	}
-	return fmt.Sprintf("%s does not satisfy %s", value, strings.TrimSpace(cond))
+	return fmt.Sprintf("%s does not satisfy %s", valueText(r), strings.TrimSpace(cond))
 }
 
 // substitute renders why a failureCondition held.
-func substitute(cond, value string) string {
+func substitute(cond string, r Result) string {
 	if m := simpleComparison.FindStringSubmatch(cond); m != nil {
-		return value + " " + m[2] + " " + m[3]
+		return operand(m[1], r) + " " + m[2] + " " + m[3]
 	}
-	return fmt.Sprintf("%s satisfies %s", value, strings.TrimSpace(cond))
+	return fmt.Sprintf("%s satisfies %s", valueText(r), strings.TrimSpace(cond))
+}
+
+// operand is the value the comparison looked at: the first element when
+// the condition indexes result[0].
+func operand(index string, r Result) string {
+	if v, ok := r.Value.([]float64); ok && index != "" && len(v) > 0 {
+		return formatFloat(v[0])
+	}
+	return valueText(r)
 }

@@ -27,7 +27,7 @@ func TestEvaluate(t *testing.T) {
 		{name: "no conditions", result: Result{Value: 1.0}, want: PhaseSuccessful},
 		{name: "success holds", success: "result >= 0.99", result: Result{Value: 0.995}, want: PhaseSuccessful},
 		{name: "success fails", success: "result >= 0.99", result: Result{Value: 0.912}, want: PhaseFailed, wantMsg: "0.912 < 0.99"},
-		{name: "vector success fails", success: "result[0] >= 0.99", result: Result{Value: []float64{0.912}}, want: PhaseFailed, wantMsg: "[0.912] < 0.99"},
+		{name: "vector success fails", success: "result[0] >= 0.99", result: Result{Value: []float64{0.912}}, want: PhaseFailed, wantMsg: "0.912 < 0.99"},
 		{name: "failure holds", failure: "result > 0.01", result: Result{Value: 0.05}, want: PhaseFailed, wantMsg: "0.05 > 0.01"},
 		{name: "failure does not hold", failure: "result > 0.01", result: Result{Value: 0.001}, want: PhaseSuccessful},
 		{name: "both, neither holds", success: "result > 0.9", failure: "result < 0.5", result: Result{Value: 0.7}, want: PhaseInconclusive, wantMsg: `0.7: neither "result > 0.9" nor "result < 0.5" holds`},

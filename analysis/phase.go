@@ -100,6 +100,28 @@ func (t *Tally) Add(p Phase) {
 	}
 }
 
+// Record adds one completed measurement of m: it counts it, keeps it
+// within m.Retention, and re-assesses the metric. It is the synchronous
+// core of a run, usable on its own: feed measurements, read Phase and
+// Message.
+func (s *MetricStatus) Record(m *Metric, meas Measurement) {
+	if s.Name == "" {
+		s.Name, s.DryRun = m.Name, m.DryRun
+	}
+	s.Tally.Add(meas.Phase)
+	s.Measurements = append(s.Measurements, meas)
+	if n := len(s.Measurements) - m.Retention; m.Retention > 0 && n > 0 {
+		s.Measurements = append([]Measurement(nil), s.Measurements[n:]...)
+	}
+	if meas.Value != "" {
+		s.Value = meas.Value
+	}
+	s.Phase, s.Message = Assess(m, s.Tally, s.Measurements, false)
+	if !s.Phase.Completed() {
+		s.Message = meas.Message
+	}
+}
+
 // RunStatus is the state of one analysis run.
 type RunStatus struct {
 	Name  string `json:"name"`

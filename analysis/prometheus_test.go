@@ -122,7 +122,7 @@ func TestPrometheusProvider(t *testing.T) {
 				m.FailureLimit = api.IntOrArg{Value: 1}
 				return m
 			}()},
-			want: PhaseFailed, wantReason: "success-rate: 2 measurements failed, last [0.5",
+			want: PhaseFailed, wantReason: "success-rate: 2 measurements failed, last 0.5",
 		},
 		{
 			name:    "failing canary with failureLimit 0",
@@ -172,7 +172,7 @@ func TestPrometheusProvider(t *testing.T) {
 		{
 			name:    "bad query is an error",
 			metrics: []api.Metric{promMetric("broken", p.URL, "sum(rate(", "result[0] >= 0.99", 0, 1)},
-			want:    PhaseError, wantReason: "broken: 1 consecutive errors, last: prometheus query: bad_data",
+			want:    PhaseError, wantReason: "broken: 1 consecutive error, last: prometheus query: bad_data",
 		},
 	}
 	for _, tt := range tests {

@@ -148,20 +148,9 @@ func (r *run) measureLoop(ctx context.Context, idx int, p provider, results chan
 func (r *run) record(res measured) bool {
 	m := &r.metrics[res.idx]
 	s := &r.status[res.idx]
-	s.Tally.Add(res.m.Phase)
-	s.Measurements = append(s.Measurements, res.m)
-	if n := len(s.Measurements) - m.Retention; m.Retention > 0 && n > 0 {
-		s.Measurements = append([]Measurement(nil), s.Measurements[n:]...)
-	}
-	if res.m.Value != "" {
-		s.Value = res.m.Value
-	}
+	s.Record(m, res.m)
 	if v, ok := scalar(res.value); ok && res.m.Phase != PhaseError {
 		r.e.metrics.value.WithLabelValues(r.spec.Rollout.Namespace, r.spec.Rollout.Name, m.Name).Set(v)
-	}
-	s.Phase, s.Message = Assess(m, s.Tally, s.Measurements, false)
-	if s.Phase == PhaseRunning || s.Phase == PhasePending {
-		s.Message = res.m.Message
 	}
 	r.log.Debug("measurement", "metric", m.Name, "phase", res.m.Phase, "value", res.m.Value, "message", res.m.Message)
 	return !s.Phase.Completed()
