@@ -307,3 +307,25 @@ func TestCleanPath(t *testing.T) {
 		})
 	}
 }
+
+func TestJitterAndBackoff(t *testing.T) {
+	for range 1000 {
+		if d := jitter(time.Second); d < 950*time.Millisecond || d > 1050*time.Millisecond {
+			t.Fatalf("jitter(1s) = %s, outside ±5%%", d)
+		}
+	}
+	tests := []struct {
+		failures int
+		want     time.Duration
+	}{
+		{1, time.Second}, {2, 2 * time.Second}, {3, 4 * time.Second}, {9, 256 * time.Second},
+		{10, 5 * time.Minute}, {1000, 5 * time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.failures), func(t *testing.T) {
+			if got := backoff(tt.failures); got != tt.want {
+				t.Errorf("backoff(%d) = %s, want %s", tt.failures, got, tt.want)
+			}
+		})
+	}
+}

@@ -227,3 +227,22 @@ func TestSSH(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTPToken: a token alone (no user name) is sent as basic auth with
+// the user "git", which is what the usual forges accept for tokens.
+func TestHTTPToken(t *testing.T) {
+	const token = "ghp_exampletoken0123456789"
+	srv, _, c0 := gitServer(t)
+	srv.Auth("git", token)
+	if err := srv.StartHTTP(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.StopHTTP)
+	opts := testOptions(t, srv.HTTPAddress()+"/org/repo.git")
+	opts.Auth.PasswordFile = writeFile(t, "token", token+"\n")
+	h := startWatcher(t, opts)
+	if r := h.next(10 * time.Second); r.Commit != c0 {
+		t.Fatalf("revision %s, want %s", r.Commit, c0)
+	}
+	assertNoLeak(t, h, token)
+}
