@@ -91,7 +91,12 @@ func promResult(v model.Value, nanAware bool) (Result, error) {
 			vals[i] = float64(s.Value)
 			allNaN = allNaN && math.IsNaN(vals[i])
 		}
+		// Conditions still see a vector (result[0], as in Argo); people see
+		// the one number a typical query returns.
 		r := Result{Value: vals, Text: FormatValue(vals)}
+		if len(vals) == 1 {
+			r.Text = formatFloat(vals[0])
+		}
 		if allNaN && !nanAware {
 			r.Phase, r.Message = PhaseInconclusive, "result is NaN (no traffic?)"
 		}

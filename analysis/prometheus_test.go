@@ -108,7 +108,7 @@ func TestPrometheusProvider(t *testing.T) {
 			name:    "healthy canary succeeds",
 			spec:    RunSpec{Builtins: builtins},
 			metrics: []api.Metric{promMetric("success-rate", p.URL, successRate("{{args.canary}}"), "result[0] >= 0.99", 50*time.Millisecond, 3)},
-			want:    PhaseSuccessful, wantReason: "all metrics successful", wantValue: "[1]",
+			want:    PhaseSuccessful, wantReason: "all metrics successful", wantValue: "1",
 		},
 		{
 			name:    "scalar result",
@@ -142,7 +142,7 @@ func TestPrometheusProvider(t *testing.T) {
 		{
 			name:    "a condition may handle NaN itself",
 			metrics: []api.Metric{promMetric("success-rate", p.URL, successRate("idle"), "isNaN(result[0]) || result[0] >= 0.99", 0, 1)},
-			want:    PhaseSuccessful, wantValue: "[NaN]",
+			want:    PhaseSuccessful, wantValue: "NaN",
 		},
 		{
 			name: "dry run never fails",
