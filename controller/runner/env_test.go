@@ -137,7 +137,7 @@ type webhook struct {
 	alerts []alert.Alert
 }
 
-func newWebhook(t *testing.T) *webhook {
+func newWebhook(t testing.TB) *webhook {
 	w := &webhook{}
 	w.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
 		b, _ := io.ReadAll(req.Body)
@@ -178,7 +178,7 @@ func (w *webhook) has(id string) bool {
 // doubles. Several envs may use the same directory one after the other, as
 // a restarted daemon does.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	store    *store.Store
 	traffic  *fakeTraffic
 	analyzer *fakeAnalyzer
@@ -199,7 +199,7 @@ type envOptions struct {
 	analyzer   Analyzer // replaces the recording double
 }
 
-func newEnv(t *testing.T, o envOptions) *env {
+func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
 	if o.dir == "" {
 		o.dir = t.TempDir()
@@ -287,7 +287,7 @@ func (e *env) do(key api.Key, ev rollout.Event) rollout.State {
 }
 
 // eventually polls cond until it holds or 10s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {

@@ -1,0 +1,53 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/rollout"
+)
+
+// BenchmarkCommand measures one operator command end to end on the real
+// bbolt store: queue, Step, persist (an fsync'd write), publish, act.
+// Parallel runs spread the commands over 16 rollouts.
+func BenchmarkCommand(b *testing.B) {
+	for _, parallel := range []bool{false, true} {
+		b.Run(fmt.Sprintf("parallel=%v", parallel), func(b *testing.B) {
+			e := newEnv(b, envOptions{})
+			keys := make([]api.Key, 16)
+			for i := range keys {
+				keys[i] = api.Key{Namespace: "bench", Name: fmt.Sprintf("r%02d", i)}
+				e.do(keys[i], rollout.Change{Commit: "1111111", Rollout: spec(keys[i], "v1", setWeight(10), pause(0))})
+				e.do(keys[i], rollout.Change{Commit: "2222222", Rollout: spec(keys[i], "v2", setWeight(10), pause(0))})
+				e.waitState(keys[i], "final pause", func(s rollout.State) bool { return s.StepIndex == 1 })
+			}
+			ctx := context.Background()
+			toggle := func(k api.Key) {
+				cmd := rollout.CmdPause
+				if s, _ := e.runner.State(k); s.UserPaused {
+					cmd = rollout.CmdResume
+				}
+				if _, err := e.runner.Command(ctx, k, cmd); err != nil {
+					b.Error(err)
+				}
+			}
+			if !parallel {
+				for b.Loop() {
+					toggle(keys[0])
+				}
+				return
+			}
+			var n atomic.Int64
+			b.SetParallelism(8)
+			b.RunParallel(func(pb *testing.PB) {
+				k := keys[int(n.Add(1))%len(keys)]
+				for pb.Next() {
+					toggle(k)
+				}
+			})
+		})
+	}
+}
