@@ -22,10 +22,12 @@ import (
 const remoteName = "origin"
 
 // maxPacks is how many pack files may pile up before the cache is repacked.
-// Every fetch that brings objects adds a pack, and every object lookup
-// consults every pack index, so a daemon that fetched ten thousand times
-// would otherwise read commits ever more slowly.
-const maxPacks = 64
+// Every fetch that brings objects adds a pack, and an object lookup may
+// consult every pack index, so a daemon that fetched ten thousand times
+// would read commits ever more slowly. Repacking is not cheap either (about
+// 5-8 s for 10,000 commits with go-git, see BenchmarkLargeRepo/repack), so
+// it waits for a real pile.
+const maxPacks = 128
 
 // repoCache is the bare clone under CacheDir. A clone is an init followed
 // by the same incremental fetch every later poll does, so there is one code
