@@ -1,0 +1,124 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// BenchmarkSchedule places 100,000 pods with every plugin enabled. Each
+// iteration builds a fresh cluster (timer stopped) and schedules all pods
+// through ScheduleOne; pods/s and p99 are over the scheduling only.
+//
+//	go test -run '^$' -bench BenchmarkSchedule -benchtime 1x ./controller/scheduler/
+func BenchmarkSchedule(b *testing.B) {
+	for _, tc := range []struct {
+		nodes, pods int
+	}{
+		{5000, 100000},
+		{50000, 100000},
+	} {
+		b.Run(fmt.Sprintf("nodes=%d/pods=%d", tc.nodes, tc.pods), func(b *testing.B) {
+			benchSchedule(b, tc.nodes, tc.pods)
+		})
+	}
+}
+
+func benchSchedule(b *testing.B, nodes, pods int) {
+	// 10 zones × 50 racks × nodes/500 per rack.
+	spec := clusterSpec{zones: 10, racks: 50, perRack: nodes / 500, cpu: 32000, mem: 128 << 30, pods: 110, taintEvery: 10}
+	ns := spec.nodes()
+	ps := benchPods(pods)
+	durs := make([]time.Duration, 0, pods)
+	var elapsed time.Duration
+	var placed, failed, evaluated, feasible int
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		s := newTestScheduler(b, Options{Seed: 1, MinParallelNodes: benchMinParallel}, ns)
+		seedDependencies(b, s)
+		durs = durs[:0]
+		b.StartTimer()
+		start := time.Now()
+		for i := range ps {
+			r := s.ScheduleOne(ctx, &ps[i])
+			durs = append(durs, r.Duration)
+			evaluated += r.Evaluated
+			feasible += r.Feasible
+			if r.Status == nil {
+				placed++
+			} else {
+				failed++
+			}
+		}
+		elapsed += time.Since(start)
+		b.StopTimer()
+		s.Close()
+		b.StartTimer()
+	}
+	b.StopTimer()
+	total := float64(b.N * pods)
+	b.ReportMetric(total/elapsed.Seconds(), "pods/s")
+	slices.Sort(durs)
+	b.ReportMetric(float64(durs[len(durs)*99/100].Microseconds()), "p99-µs")
+	b.ReportMetric(float64(failed)/total, "unschedulable/pod")
+	b.ReportMetric(float64(evaluated)/total, "evaluated/pod")
+	b.ReportMetric(float64(feasible)/total, "feasible/pod")
+	b.ReportMetric(0, "ns/op")
+	_ = placed
+}
+
+// benchPods are 100 apps' canary pods (every app also has baseline pods
+// for every fourth pod), with tolerations, node selectors and
+// dependencies, interleaved across apps.
+func benchPods(n int) []Pod {
+	ps := make([]Pod, n)
+	for i := range ps {
+		app := fmt.Sprintf("app-%d", i%100)
+		p := canaryPod(app, i/100, 100)
+		if i%4 == 3 {
+			p.Name = fmt.Sprintf("default/%s-baseline-%d", app, i/100)
+			p.Group = "default/" + app + "/baseline"
+			p.Role = RoleBaseline
+			p.MatchGroup = "default/" + app + "/canary"
+		}
+		p.NodeSelector = map[string]string{"kubernetes.io/os": "linux"}
+		if i%3 == 0 {
+			p.Tolerations = []Toleration{{Key: "dedicated", Operator: TolerationEqual, Value: "gpu", Effect: TaintNoSchedule}}
+		}
+		if i%5 == 0 {
+			p.RequiredAffinity = []SelectorTerm{{MatchExpressions: []SelectorRequirement{{Key: "sluice.io/pool", Operator: SelectorIn, Values: []string{"general", "batch"}}}}}
+		}
+		p.Dependencies = []string{fmt.Sprintf("default/db-%d", i%10)}
+		ps[i] = p
+	}
+	return ps
+}
+
+// seedDependencies places 10 database services' pods, three each, so
+// dependency affinity has peers to score against.
+func seedDependencies(b testing.TB, s *Scheduler) {
+	err := s.Update(func(g *Graph) error {
+		names := g.NodeNames()
+		for d := range 10 {
+			for k := range 3 {
+				p := Pod{Name: fmt.Sprintf("default/db-%d-%d", d, k), Service: fmt.Sprintf("default/db-%d", d), Requests: Resources{MilliCPU: 500, Memory: 1 << 30}}
+				if err := g.AddPod(&p, names[(d*7919+k*104729)%len(names)]); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+var benchMinParallel = func() int { n, _ := strconv.Atoi(os.Getenv("MINPAR")); return n }()

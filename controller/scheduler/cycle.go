@@ -1,0 +1,274 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+)
+
+// Sampling constants from kube-scheduler (schedule_one.go).
+const (
+	minFeasibleNodesToFind           = 100
+	minFeasibleNodesPercentageToFind = 5
+	defaultPercentageOfNodesToScore  = 50
+)
+
+// numFeasibleNodesToFind is how many feasible nodes a cycle looks for
+// before it stops filtering: kube-scheduler's adaptive rule.
+func numFeasibleNodesToFind(pct int32, n int) int {
+	if n < minFeasibleNodesToFind || pct >= 100 {
+		return n
+	}
+	if pct <= 0 {
+		pct = defaultPercentageOfNodesToScore - int32(n/125)
+		pct = max(pct, minFeasibleNodesPercentageToFind)
+	}
+	return max(n*int(pct)/100, minFeasibleNodesToFind)
+}
+
+// findFeasible filters nodes in scan order, starting where the previous
+// cycle stopped, until it has enough feasible nodes or has seen them all.
+// Workers take fixed chunks in order and record results per chunk; the
+// merge keeps the first `want` feasible nodes in chunk order. Any chunk a
+// worker claims is finished, and claiming stops only once enough were
+// found, so the result does not depend on goroutine timing.
+func (s *Scheduler) findFeasible(ctx context.Context, pi *PodInfo) (feasible []int32, evaluated int, st *Status) {
+	scan := s.g.scanOrder()
+	n := len(scan)
+	for i := range s.tallies {
+		s.tallies[i].reset()
+		s.errs[i] = nil
+	}
+	if n == 0 {
+		return nil, 0, nil
+	}
+	want := numFeasibleNodesToFind(s.opts.PercentageOfNodesToScore, n)
+	chunk := s.opts.ChunkSize
+	nch := (n + chunk - 1) / chunk
+	if cap(s.feas) < n {
+		s.feas = make([]int32, n)
+	}
+	if cap(s.chunkCount) < nch {
+		s.chunkCount = make([]int32, nch)
+	}
+	s.feas, s.chunkCount = s.feas[:n], s.chunkCount[:nch]
+	s.cyc = cycle{ctx: ctx, pod: pi, scan: scan, start: s.next % n, want: int32(want), chunk: chunk, nch: nch}
+	s.masks, s.nodeFilters = s.masks[:0], s.nodeFilters[:0]
+	for _, p := range s.fw.filter {
+		if d, ok := p.(DomainFilterPlugin); ok {
+			if l, v := d.FilterDomains(ctx, &s.state, pi); l >= 0 {
+				// Decided per domain: no need to ask per node.
+				s.masks = append(s.masks, domainMask{doms: s.g.scanDom[l], verdicts: v})
+				continue
+			}
+		}
+		s.nodeFilters = append(s.nodeFilters, p)
+	}
+	s.nextChunk.Store(0)
+	s.found.Store(0)
+	workers := 1
+	if want >= s.opts.MinParallelNodes {
+		workers = s.pool.size()
+	}
+	s.pool.run(workers, s.filterTask)
+	for _, e := range s.errs {
+		if e != nil {
+			return nil, 0, e
+		}
+	}
+	claimed := min(int(s.nextChunk.Load()), nch)
+	feasible = s.feasible[:0]
+	last := -1
+	for c := 0; c < claimed && len(feasible) < want; c++ {
+		base := c * chunk
+		for i := 0; i < int(s.chunkCount[c]) && len(feasible) < want; i++ {
+			last = int(s.feas[base+i])
+			feasible = append(feasible, scan[(s.cyc.start+last)%n])
+		}
+	}
+	s.feasible = feasible
+	evaluated = min(claimed*chunk, n)
+	if len(feasible) == want && last >= 0 {
+		s.next = (s.cyc.start + last + 1) % n
+	}
+	return feasible, evaluated, nil
+}
+
+// filterWorker is one goroutine's part of a filter pass.
+func (s *Scheduler) filterWorker(w int) {
+	c := &s.cyc
+	t := &s.tallies[w]
+	n := len(c.scan)
+	for s.found.Load() < c.want {
+		k := int(s.nextChunk.Add(1) - 1)
+		if k >= c.nch {
+			return
+		}
+		from, to := k*c.chunk, min(k*c.chunk+c.chunk, n)
+		found := int32(0)
+		for off := from; off < to; off++ {
+			idx := c.start + off
+			if idx >= n {
+				idx -= n
+			}
+			if st := s.maskVerdict(idx); st != nil {
+				t.add(st)
+				continue
+			}
+			ns := &s.g.nodes[c.scan[idx]]
+			if st := runFilters(c.ctx, s.nodeFilters, &s.state, c.pod, ns); st != nil {
+				if st.code == Error {
+					s.errs[w] = st
+					s.found.Store(c.want) // stop everyone
+					return
+				}
+				t.add(st)
+				continue
+			}
+			s.feas[from+int(found)] = int32(off)
+			found++
+		}
+		s.chunkCount[k] = found
+		s.found.Add(found)
+	}
+}
+
+// domainMask is one DomainFilterPlugin's verdicts for this cycle, with the
+// scan-ordered domain IDs of its level.
+type domainMask struct {
+	doms     []int32
+	verdicts []*Status
+}
+
+// maskVerdict is the first domain rejection of the node at scan index idx.
+func (s *Scheduler) maskVerdict(idx int) *Status {
+	for i := range s.masks {
+		m := &s.masks[i]
+		if st := m.verdicts[m.doms[idx]]; st != nil {
+			return st
+		}
+	}
+	return nil
+}
+
+// scoreAndSelect runs PreScore, Score and NormalizeScore over the feasible
+// nodes and returns the node with the highest weighted total, ties broken
+// by the seeded random source.
+func (s *Scheduler) scoreAndSelect(ctx context.Context, pi *PodInfo, feasible []int32) (int32, *Status) {
+	if st := s.prepareScores(ctx, pi, feasible); st != nil {
+		return -1, st
+	}
+	workers := 1
+	if len(feasible) >= s.opts.MinParallelNodes {
+		workers = s.pool.size()
+	}
+	s.nextChunk.Store(0)
+	s.cyc.ctx, s.cyc.pod, s.cyc.scan = ctx, pi, feasible
+	s.cyc.chunk = s.opts.ChunkSize
+	s.cyc.nch = (len(feasible) + s.cyc.chunk - 1) / s.cyc.chunk
+	s.pool.run(workers, s.scoreTask)
+	for _, e := range s.errs {
+		if e != nil {
+			return -1, e
+		}
+	}
+	if st := s.normalize(ctx, pi); st != nil {
+		return -1, st
+	}
+	best, bestScore, ties := 0, int64(-1), 0
+	for i := range feasible {
+		switch t := s.total[i]; {
+		case t > bestScore:
+			best, bestScore, ties = i, t, 1
+		case t == bestScore:
+			ties++
+			if s.rng.IntN(ties) == 0 {
+				best = i
+			}
+		}
+	}
+	return feasible[best], nil
+}
+
+// prepareScores runs PreScore and sizes the score buffers of the plugins
+// that did not skip.
+func (s *Scheduler) prepareScores(ctx context.Context, pi *PodInfo, feasible []int32) *Status {
+	s.active = s.active[:0]
+	for i := range s.errs {
+		s.errs[i] = nil
+	}
+	var skip [64]bool
+	for j, p := range s.fw.preScore {
+		st := p.PreScore(ctx, &s.state, pi, feasible)
+		switch st.Code() {
+		case Success:
+		case Skip:
+			if j < len(skip) {
+				skip[j] = true
+			}
+		default:
+			return st
+		}
+	}
+	for i, sp := range s.fw.score {
+		if sp.preScore >= 0 && sp.preScore < len(skip) && skip[sp.preScore] {
+			continue
+		}
+		s.active = append(s.active, i)
+		if cap(s.scores[i]) < len(feasible) {
+			s.scores[i] = make([]int64, len(feasible), 2*len(feasible))
+		}
+		s.scores[i] = s.scores[i][:len(feasible)]
+	}
+	return nil
+}
+
+// scoreWorker scores chunks of feasible nodes with every active plugin.
+func (s *Scheduler) scoreWorker(w int) {
+	c := &s.cyc
+	for {
+		k := int(s.nextChunk.Add(1) - 1)
+		if k >= c.nch {
+			return
+		}
+		from, to := k*c.chunk, min(k*c.chunk+c.chunk, len(c.scan))
+		for _, i := range s.active {
+			sp := s.fw.score[i].p
+			sc := s.scores[i]
+			for j := from; j < to; j++ {
+				v, st := sp.Score(c.ctx, &s.state, c.pod, &s.g.nodes[c.scan[j]])
+				if st != nil {
+					s.errs[w] = st
+					return
+				}
+				sc[j] = v
+			}
+		}
+	}
+}
+
+// normalize brings each active plugin's scores into [0, MaxNodeScore] and
+// sums them with their weights into s.total.
+func (s *Scheduler) normalize(ctx context.Context, pi *PodInfo) *Status {
+	n := len(s.cyc.scan)
+	if cap(s.total) < n {
+		s.total = make([]int64, n, 2*n)
+	}
+	s.total = s.total[:n]
+	clear(s.total)
+	for _, i := range s.active {
+		sp := s.fw.score[i]
+		sc := s.scores[i]
+		if sp.ext != nil {
+			if st := sp.ext.NormalizeScore(ctx, &s.state, pi, sc); st != nil {
+				return st
+			}
+		}
+		for j, v := range sc {
+			if v < 0 || v > MaxNodeScore {
+				return AsStatus(fmt.Errorf("plugin %s: score %d out of range [0,%d]", sp.p.Name(), v, MaxNodeScore))
+			}
+			s.total[j] += v * sp.weight
+		}
+	}
+	return nil
+}

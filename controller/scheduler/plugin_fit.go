@@ -1,0 +1,54 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+)
+
+// NodeResourcesFitName is the name of the resource fit filter.
+const NodeResourcesFitName = "NodeResourcesFit"
+
+// Fit rejects nodes without room for the pod's CPU, memory or pod slot.
+type Fit struct {
+	insufficientCPU, insufficientMemory, tooManyPods *Status
+}
+
+var (
+	_ FilterPlugin    = &Fit{}
+	_ FilterExplainer = &Fit{}
+)
+
+// NewFit builds the resource fit filter. It takes no args.
+func NewFit(args any, _ Handle) (Plugin, error) {
+	if args != nil {
+		return nil, fmt.Errorf("%s: unexpected args %T", NodeResourcesFitName, args)
+	}
+	return &Fit{
+		insufficientCPU:    NewStatus(Unschedulable, "Insufficient cpu").WithPlugin(NodeResourcesFitName),
+		insufficientMemory: NewStatus(Unschedulable, "Insufficient memory").WithPlugin(NodeResourcesFitName),
+		tooManyPods:        NewStatus(Unschedulable, "Too many pods").WithPlugin(NodeResourcesFitName),
+	}, nil
+}
+
+// Name implements Plugin.
+func (f *Fit) Name() string { return NodeResourcesFitName }
+
+// Filter implements FilterPlugin.
+func (f *Fit) Filter(_ context.Context, _ *CycleState, pod *PodInfo, n *NodeState) *Status {
+	switch r := pod.Requests; {
+	case n.used.Pods+r.Pods > n.capacity.Pods:
+		return f.tooManyPods
+	case n.used.MilliCPU+r.MilliCPU > n.capacity.MilliCPU:
+		return f.insufficientCPU
+	case n.used.Memory+r.Memory > n.capacity.Memory:
+		return f.insufficientMemory
+	}
+	return nil
+}
+
+// ExplainFilter implements FilterExplainer.
+func (f *Fit) ExplainFilter(pod *PodInfo, n *NodeState) string {
+	free := n.capacity.Sub(n.used)
+	r := pod.Requests
+	return fmt.Sprintf("free cpu %dm memory %d pods %d; pod needs cpu %dm memory %d", free.MilliCPU, free.Memory, free.Pods, r.MilliCPU, r.Memory)
+}

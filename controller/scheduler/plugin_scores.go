@@ -1,0 +1,294 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+)
+
+// Score plugin names.
+const (
+	LeastHeatName          = "LeastHeat"
+	DependencyAffinityName = "DependencyAffinity"
+	TopologySpreadName     = "TopologySpread"
+	BaselineMatchName      = "BaselineMatch"
+)
+
+// LeastHeat prefers cool nodes: raw score is the node's decayed heat in
+// millionths, normalised so the coolest feasible node gets 100 and the
+// hottest 0. How fast heat decays is GraphOptions.HeatHalfLife; placing a
+// pod adds its share of the node's CPU.
+type LeastHeat struct{ g *Graph }
+
+var (
+	_ ScorePlugin     = &LeastHeat{}
+	_ ScoreExtensions = &LeastHeat{}
+)
+
+// NewLeastHeat builds the plugin. It takes no args.
+func NewLeastHeat(args any, h Handle) (Plugin, error) {
+	if args != nil {
+		return nil, fmt.Errorf("%s: unexpected args %T", LeastHeatName, args)
+	}
+	return &LeastHeat{g: h.Graph()}, nil
+}
+
+// Name implements Plugin.
+func (p *LeastHeat) Name() string { return LeastHeatName }
+
+// Score implements ScorePlugin.
+func (p *LeastHeat) Score(_ context.Context, _ *CycleState, _ *PodInfo, n *NodeState) (int64, *Status) {
+	return int64(n.heat / p.g.scale * 1e6), nil
+}
+
+// ScoreExtensions implements ScorePlugin.
+func (p *LeastHeat) ScoreExtensions() ScoreExtensions { return p }
+
+// NormalizeScore implements ScoreExtensions: lower heat, higher score.
+func (p *LeastHeat) NormalizeScore(_ context.Context, _ *CycleState, _ *PodInfo, scores []int64) *Status {
+	normalizeReverse(scores)
+	return nil
+}
+
+// normalizeReverse maps the smallest raw score to 100 and the largest to 0
+// (all 100 when equal).
+func normalizeReverse(scores []int64) {
+	lo, hi := minMax(scores)
+	for i, s := range scores {
+		if hi == lo {
+			scores[i] = MaxNodeScore
+			continue
+		}
+		scores[i] = MaxNodeScore * (hi - s) / (hi - lo)
+	}
+}
+
+// normalizeMax maps raw scores to [0,100] proportionally to the largest
+// (all 0 when the largest is 0).
+func normalizeMax(scores []int64) {
+	_, hi := minMax(scores)
+	for i, s := range scores {
+		if hi <= 0 {
+			scores[i] = 0
+			continue
+		}
+		scores[i] = MaxNodeScore * s / hi
+	}
+}
+
+func minMax(scores []int64) (lo, hi int64) {
+	if len(scores) == 0 {
+		return 0, 0
+	}
+	lo, hi = scores[0], scores[0]
+	for _, s := range scores[1:] {
+		lo, hi = min(lo, s), max(hi, s)
+	}
+	return lo, hi
+}
+
+// WeightedKey is a topology key with a weight.
+type WeightedKey struct {
+	Key    string
+	Weight int64
+}
+
+// DependencyAffinityArgs configures dependency affinity.
+type DependencyAffinityArgs struct {
+	// Keys say how much sharing each domain with a dependency's pods is
+	// worth (default: innermost key 2, the one above it 1).
+	Keys []WeightedKey
+}
+
+// DependencyAffinity prefers nodes in the same domains (rack, zone) as pods
+// of the services the pod depends on.
+type DependencyAffinity struct {
+	g       *Graph
+	levels  []int
+	weights []int64
+}
+
+var (
+	_ PreScorePlugin  = &DependencyAffinity{}
+	_ ScorePlugin     = &DependencyAffinity{}
+	_ ScoreExtensions = &DependencyAffinity{}
+)
+
+// NewDependencyAffinity builds the plugin from *DependencyAffinityArgs.
+func NewDependencyAffinity(args any, h Handle) (Plugin, error) {
+	g := h.Graph()
+	var a DependencyAffinityArgs
+	switch v := args.(type) {
+	case nil:
+	case *DependencyAffinityArgs:
+		a = *v
+	default:
+		return nil, fmt.Errorf("%s: args %T, want *DependencyAffinityArgs", DependencyAffinityName, args)
+	}
+	if len(a.Keys) == 0 {
+		keys := g.opts.TopologyKeys
+		a.Keys = []WeightedKey{{Key: keys[len(keys)-1], Weight: 2}}
+		if len(keys) > 1 {
+			a.Keys = append(a.Keys, WeightedKey{Key: keys[len(keys)-2], Weight: 1})
+		}
+	}
+	p := &DependencyAffinity{g: g}
+	for _, k := range a.Keys {
+		l := g.Level(k.Key)
+		if l < 0 {
+			return nil, fmt.Errorf("%s: topology key %q is not one of the graph's %v", DependencyAffinityName, k.Key, g.opts.TopologyKeys)
+		}
+		if k.Weight <= 0 {
+			return nil, fmt.Errorf("%s: weight %d of %s must be positive", DependencyAffinityName, k.Weight, k.Key)
+		}
+		p.levels = append(p.levels, l)
+		p.weights = append(p.weights, k.Weight)
+	}
+	return p, nil
+}
+
+// Name implements Plugin.
+func (p *DependencyAffinity) Name() string { return DependencyAffinityName }
+
+// PreScore implements PreScorePlugin: pods without dependencies skip.
+func (p *DependencyAffinity) PreScore(_ context.Context, _ *CycleState, pod *PodInfo, _ []int32) *Status {
+	if len(pod.deps) == 0 {
+		return skipStatus
+	}
+	return nil
+}
+
+// Score implements ScorePlugin.
+func (p *DependencyAffinity) Score(_ context.Context, _ *CycleState, pod *PodInfo, n *NodeState) (int64, *Status) {
+	var s int64
+	for _, dep := range pod.deps {
+		c := p.g.counters[dep].dom
+		for i, l := range p.levels {
+			if c[n.dom[l]] > 0 {
+				s += p.weights[i]
+			}
+		}
+	}
+	return s, nil
+}
+
+// ScoreExtensions implements ScorePlugin.
+func (p *DependencyAffinity) ScoreExtensions() ScoreExtensions { return p }
+
+// NormalizeScore implements ScoreExtensions.
+func (p *DependencyAffinity) NormalizeScore(_ context.Context, _ *CycleState, _ *PodInfo, scores []int64) *Status {
+	normalizeMax(scores)
+	return nil
+}
+
+// TopologySpreadArgs configures the spread score.
+type TopologySpreadArgs struct {
+	// TopologyKey is spread over (default the innermost graph key).
+	TopologyKey string
+}
+
+// TopologySpread prefers domains holding fewer pods of the pod's group.
+type TopologySpread struct {
+	g     *Graph
+	level int
+}
+
+var (
+	_ PreScorePlugin  = &TopologySpread{}
+	_ ScorePlugin     = &TopologySpread{}
+	_ ScoreExtensions = &TopologySpread{}
+)
+
+// NewTopologySpread builds the plugin from *TopologySpreadArgs.
+func NewTopologySpread(args any, h Handle) (Plugin, error) {
+	g := h.Graph()
+	var a TopologySpreadArgs
+	switch v := args.(type) {
+	case nil:
+	case *TopologySpreadArgs:
+		a = *v
+	default:
+		return nil, fmt.Errorf("%s: args %T, want *TopologySpreadArgs", TopologySpreadName, args)
+	}
+	if a.TopologyKey == "" {
+		a.TopologyKey = g.opts.TopologyKeys[len(g.opts.TopologyKeys)-1]
+	}
+	l := g.Level(a.TopologyKey)
+	if l < 0 {
+		return nil, fmt.Errorf("%s: topology key %q is not one of the graph's %v", TopologySpreadName, a.TopologyKey, g.opts.TopologyKeys)
+	}
+	return &TopologySpread{g: g, level: l}, nil
+}
+
+// Name implements Plugin.
+func (p *TopologySpread) Name() string { return TopologySpreadName }
+
+// PreScore implements PreScorePlugin: pods in no group skip.
+func (p *TopologySpread) PreScore(_ context.Context, _ *CycleState, pod *PodInfo, _ []int32) *Status {
+	if pod.group < 0 {
+		return skipStatus
+	}
+	return nil
+}
+
+// Score implements ScorePlugin.
+func (p *TopologySpread) Score(_ context.Context, _ *CycleState, pod *PodInfo, n *NodeState) (int64, *Status) {
+	return int64(p.g.counters[pod.group].dom[n.dom[p.level]]), nil
+}
+
+// ScoreExtensions implements ScorePlugin.
+func (p *TopologySpread) ScoreExtensions() ScoreExtensions { return p }
+
+// NormalizeScore implements ScoreExtensions: fewer pods, higher score.
+func (p *TopologySpread) NormalizeScore(_ context.Context, _ *CycleState, _ *PodInfo, scores []int64) *Status {
+	normalizeReverse(scores)
+	return nil
+}
+
+// BaselineMatch places baseline pods like their canary: a node scores 100
+// when its cell (zone, node type) has more canary than baseline pods,
+// 66 when the cell has canary pods at all, 33 when only its zone has an
+// unmatched canary pod, else 0. Cells use GraphOptions.CellKey and
+// NodeTypeKey.
+type BaselineMatch struct{ g *Graph }
+
+var (
+	_ PreScorePlugin = &BaselineMatch{}
+	_ ScorePlugin    = &BaselineMatch{}
+)
+
+// NewBaselineMatch builds the plugin. It takes no args.
+func NewBaselineMatch(args any, h Handle) (Plugin, error) {
+	if args != nil {
+		return nil, fmt.Errorf("%s: unexpected args %T", BaselineMatchName, args)
+	}
+	return &BaselineMatch{g: h.Graph()}, nil
+}
+
+// Name implements Plugin.
+func (p *BaselineMatch) Name() string { return BaselineMatchName }
+
+// PreScore implements PreScorePlugin: only baseline pods with a canary
+// group to match are scored.
+func (p *BaselineMatch) PreScore(_ context.Context, _ *CycleState, pod *PodInfo, _ []int32) *Status {
+	if pod.Pod.Role != RoleBaseline || pod.matchGroup < 0 || pod.group < 0 {
+		return skipStatus
+	}
+	return nil
+}
+
+// Score implements ScorePlugin; scores are already in [0,100].
+func (p *BaselineMatch) Score(_ context.Context, _ *CycleState, pod *PodInfo, n *NodeState) (int64, *Status) {
+	canary, baseline := &p.g.counters[pod.matchGroup], &p.g.counters[pod.group]
+	switch zone := n.dom[p.g.cellLevel]; {
+	case canary.cell[n.cell] > baseline.cell[n.cell]:
+		return 100, nil
+	case canary.cell[n.cell] > 0:
+		return 66, nil
+	case canary.dom[zone] > baseline.dom[zone]:
+		return 33, nil
+	}
+	return 0, nil
+}
+
+// ScoreExtensions implements ScorePlugin.
+func (p *BaselineMatch) ScoreExtensions() ScoreExtensions { return nil }

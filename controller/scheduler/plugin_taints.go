@@ -1,0 +1,90 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+)
+
+// TaintTolerationName is the name of the taints/tolerations filter.
+const TaintTolerationName = "TaintToleration"
+
+// TaintToleration rejects cordoned nodes and nodes with a NoSchedule or
+// NoExecute taint the pod does not tolerate (PreferNoSchedule is ignored).
+type TaintToleration struct {
+	untolerated, cordoned *Status
+	g                     *Graph
+}
+
+var (
+	_ FilterPlugin    = &TaintToleration{}
+	_ FilterExplainer = &TaintToleration{}
+)
+
+// NewTaintToleration builds the filter. It takes no args.
+func NewTaintToleration(args any, h Handle) (Plugin, error) {
+	if args != nil {
+		return nil, fmt.Errorf("%s: unexpected args %T", TaintTolerationName, args)
+	}
+	return &TaintToleration{
+		untolerated: NewStatus(UnschedulableAndUnresolvable, "node(s) had untolerated taint").WithPlugin(TaintTolerationName),
+		cordoned:    NewStatus(UnschedulableAndUnresolvable, "node(s) were unschedulable").WithPlugin(TaintTolerationName),
+		g:           h.Graph(),
+	}, nil
+}
+
+// Name implements Plugin.
+func (t *TaintToleration) Name() string { return TaintTolerationName }
+
+// Filter implements FilterPlugin.
+func (t *TaintToleration) Filter(_ context.Context, _ *CycleState, pod *PodInfo, n *NodeState) *Status {
+	if n.cordoned {
+		return t.cordoned
+	}
+	if _, ok := untolerated(pod, n); ok {
+		return t.untolerated
+	}
+	return nil
+}
+
+// ExplainFilter implements FilterExplainer: it names the taint.
+func (t *TaintToleration) ExplainFilter(pod *PodInfo, n *NodeState) string {
+	if n.cordoned {
+		return "node is cordoned"
+	}
+	if tr, ok := untolerated(pod, n); ok {
+		return fmt.Sprintf("taint %s=%s:%s", t.g.strs.str(tr.key), t.g.strs.str(tr.val), tr.effect)
+	}
+	return ""
+}
+
+// untolerated returns the first scheduling taint of n that pod does not
+// tolerate.
+func untolerated(pod *PodInfo, n *NodeState) (taintRec, bool) {
+	for _, tr := range n.taints {
+		if tr.effect == TaintPreferNoSchedule {
+			continue
+		}
+		if !tolerated(pod.tols, tr) {
+			return tr, true
+		}
+	}
+	return taintRec{}, false
+}
+
+func tolerated(tols []compiledTol, tr taintRec) bool {
+	for _, t := range tols {
+		if t.effect != "" && t.effect != tr.effect {
+			continue
+		}
+		if t.key == 0 && t.exists {
+			return true
+		}
+		if t.key != tr.key {
+			continue
+		}
+		if t.exists || t.val == tr.val {
+			return true
+		}
+	}
+	return false
+}
