@@ -30,7 +30,8 @@ func lookupHook(name string) (hookKind, bool) {
 	case "github":
 		return hookKind{
 			verify: func(h http.Header, body, secret []byte) bool {
-				return checkHMAC(strings.TrimPrefix(h.Get("X-Hub-Signature-256"), "sha256="), body, secret)
+				sig, ok := strings.CutPrefix(h.Get("X-Hub-Signature-256"), "sha256=")
+				return ok && checkHMAC(sig, body, secret)
 			},
 			push: func(h http.Header) bool { return h.Get("X-GitHub-Event") == "push" },
 		}, true
