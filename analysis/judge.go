@@ -62,7 +62,7 @@ func (j Judgement) String() string {
 func short(f float64) string { return strconv.FormatFloat(f, 'g', 4, 64) }
 
 // JudgeConfig fills the judge defaults (Kayenta's confidence 0.98 and
-// tolerance 0.25, 20 samples, direction either) into c.
+// tolerance 0.25, 20 samples; direction increase, as the api loader) into c.
 func JudgeConfig(c api.JudgeProvider) api.JudgeProvider {
 	if c.Confidence <= 0 || c.Confidence >= 1 {
 		c.Confidence = api.DefaultJudgeConfidence
@@ -80,7 +80,7 @@ func JudgeConfig(c api.JudgeProvider) api.JudgeProvider {
 		c.Step = api.DefaultJudgeStep
 	}
 	if c.Direction == "" {
-		c.Direction = api.DirectionEither
+		c.Direction = api.DirectionIncrease
 	}
 	return c
 }

@@ -60,7 +60,7 @@ func TestJudge(t *testing.T) {
 
 func TestJudgeDefaults(t *testing.T) {
 	c := JudgeConfig(api.JudgeProvider{})
-	if c.Confidence != 0.98 || c.Tolerance != 0.25 || c.MinSamples != 20 || c.Direction != api.DirectionEither {
+	if c.Confidence != 0.98 || c.Tolerance != 0.25 || c.MinSamples != 20 || c.Direction != api.DirectionIncrease {
 		t.Fatalf("defaults = %+v", c)
 	}
 }
