@@ -27,6 +27,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(
 		newVersionCmd(),
 		newValidateCmd(),
+		newDiffCmd(),
 		newRunCmd(),
 		newGetCmd(), newPromoteCmd(), newAbortCmd(), newRetryCmd(), newApproveCmd(), newPauseCmd(), newResumeCmd(),
 	)
