@@ -329,3 +329,45 @@ func TestJitterAndBackoff(t *testing.T) {
 		})
 	}
 }
+
+// TestReplayLast: a restarted watcher asked to replay hands out the last
+// processed commit again (with its Set) before anything newer, and only once.
+func TestReplayLast(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		newCommit bool
+	}{
+		{name: "nothing pushed while down"},
+		{name: "one commit pushed while down", newCommit: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			u := newUpstream(t)
+			c0 := u.commit("c0", map[string]string{"a.yaml": rolloutYAML("a", "shop/a:v1")})
+			var c1 string
+			if tt.newCommit {
+				c1 = u.commit("c1", map[string]string{"a.yaml": rolloutYAML("a", "shop/a:v2")})
+			}
+			u.push()
+			opts := testOptions(t, u.bare)
+			opts.LastCommit, opts.ReplayLast = c0, true
+			h := startWatcher(t, opts)
+			r := h.next(10 * time.Second)
+			if !r.Replay || r.Commit != c0 || r.OldCommit != "" || !r.Changed || r.Set == nil || len(r.Set.Rollouts) != 1 {
+				t.Fatalf("first revision is not the replay of %s: %+v", c0, r)
+			}
+			if tt.newCommit {
+				r = h.next(10 * time.Second)
+				if r.Replay || r.Commit != c1 || r.OldCommit != c0 {
+					t.Fatalf("second revision %s replay=%v old=%s, want %s after %s", r.Commit, r.Replay, r.OldCommit, c1, c0)
+				}
+			}
+			h.w.Trigger()
+			eventually(t, 10*time.Second, "a second fetch", func() bool { return fetchCount(t, h.reg, resultOK) > 1 })
+			select {
+			case r := <-h.revs:
+				t.Fatalf("replayed again: %s", r.Commit)
+			default:
+			}
+		})
+	}
+}

@@ -39,6 +39,11 @@ type Options struct {
 	// LastCommit is the last commit the controller processed (persisted by
 	// it); "" means first run: one Revision for the current head.
 	LastCommit string
+	// ReplayLast hands out LastCommit itself again before the commits after
+	// it (with Replay set), so a restarted controller learns the strategy
+	// in force, analysis templates included, even when nothing was pushed
+	// while it was down. Skipped when LastCommit is no longer in history.
+	ReplayLast bool
 	// Logger receives the watcher's logs; slog.Default() when nil.
 	Logger *slog.Logger
 	// Registry receives sluice_git_fetch_seconds; a private registry when nil.

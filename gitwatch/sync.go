@@ -179,12 +179,13 @@ func headBranch(refs []*plumbing.Reference) (string, error) {
 type step struct {
 	commit    *object.Commit
 	forcePush bool
+	replay    bool
 }
 
 // emit sends a Revision for every commit between the last processed one and
 // head, oldest first, advancing the last commit after each delivery.
 func (w *Watcher) emit(ctx context.Context, repo *git.Repository, head plumbing.Hash, out chan<- Revision) error {
-	if head == w.last {
+	if head == w.last && !w.replayPending() {
 		return nil
 	}
 	steps, err := w.plan(repo, head)
@@ -243,9 +244,12 @@ func (w *Watcher) plan(repo *git.Repository, head plumbing.Hash) ([]step, error)
 	if !res.BaseReachable {
 		return []step{{commit: hc, forcePush: true}}, nil
 	}
-	steps := make([]step, len(res.Commits))
-	for i, c := range res.Commits {
-		steps[i] = step{commit: c}
+	var steps []step
+	if w.replayPending() {
+		steps = append(steps, step{commit: lc, replay: true})
+	}
+	for _, c := range res.Commits {
+		steps = append(steps, step{commit: c})
 	}
 	return steps, nil
 }
@@ -288,8 +292,11 @@ func (w *Watcher) revision(repo *git.Repository, s step) (Revision, plumbing.Has
 		ForcePush: s.forcePush,
 		Changed:   w.last.IsZero() || dir != w.lastDir,
 	}
-	if !w.last.IsZero() {
+	if !w.last.IsZero() && !s.replay {
 		rev.OldCommit = w.last.String()
+	}
+	if s.replay {
+		rev.Replay, rev.Changed = true, true
 	}
 	if !rev.Changed && w.lastSet != nil {
 		rev.Set = w.lastSet
@@ -309,6 +316,12 @@ func (w *Watcher) revision(repo *git.Repository, s step) (Revision, plumbing.Has
 	}
 	rev.Set = set
 	return rev, dir, nil
+}
+
+// replayPending reports whether LastCommit must be handed out again: asked
+// for, and nothing handed out since the start.
+func (w *Watcher) replayPending() bool {
+	return w.cfg.ReplayLast && w.lastSet == nil && !w.last.IsZero()
 }
 
 // missingPathSet is the Set of a commit without the --path directory: no

@@ -38,6 +38,9 @@ type Revision struct {
 	ForcePush bool
 	// OldCommit is the commit processed before this one ("" on first run).
 	OldCommit string
+	// Replay marks Options.LastCommit handed out again (ReplayLast): the
+	// strategy already in force, not a new commit.
+	Replay bool
 }
 
 // Status is the watcher's state for status pages. It never holds

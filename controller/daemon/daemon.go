@@ -120,6 +120,9 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 	if d.watcher, err = gitwatch.New(gitwatch.Options{
 		Repo: o.Repo, Branch: o.Branch, Path: o.Path, CacheDir: filepath.Join(o.StateDir, "git"),
 		Interval: o.Interval, Auth: o.GitAuth, WebhookSecret: secret, LastCommit: lastCommit,
+		// Templates live in git, not in the store: after a restart the
+		// commit in force is read again before anything newer.
+		ReplayLast: true,
 		Logger: d.log, Registry: reg,
 	}); err != nil {
 		return fmt.Errorf("gitwatch: %w", err)
