@@ -123,7 +123,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 		// Templates live in git, not in the store: after a restart the
 		// commit in force is read again before anything newer.
 		ReplayLast: true,
-		Logger: d.log, Registry: reg,
+		Logger:     d.log, Registry: reg,
 	}); err != nil {
 		return fmt.Errorf("gitwatch: %w", err)
 	}
