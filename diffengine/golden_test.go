@@ -125,6 +125,9 @@ func TestGoldenPairs(t *testing.T) {
 		{name: "workload-ref-changed", class: NewVersion, path: "spec.workloadRef.name"},
 		{name: "replicas-changed", class: StrategyEdit, path: "spec.replicas"},
 		{name: "syntax-error-not-removed"},
+		{name: "background-analysis-changed", class: StrategyEdit, path: "spec.strategy.canary.analysis.args[service].value"},
+		{name: "mirror-step-added", class: StrategyEdit, path: "spec.strategy.canary.steps[5]"},
+		{name: "cookie-route-added", class: StrategyEdit, path: "spec.strategy.canary.steps[3]"},
 	}
 	covered := map[string]bool{}
 	for _, tt := range tests {
