@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,6 +51,10 @@ type Handler struct {
 	heartbeat time.Duration
 	maxBody   int64
 	log       *slog.Logger
+	// closing ends every event stream: http.Server.Shutdown waits for
+	// requests to finish, and a stream never does on its own.
+	closing   chan struct{}
+	closeOnce sync.Once
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -82,6 +87,7 @@ func New(opts Options) (*Handler, error) {
 		heartbeat: opts.Heartbeat,
 		maxBody:   opts.MaxBodyBytes,
 		log:       opts.Logger,
+		closing:   make(chan struct{}),
 	}
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { text(w, http.StatusOK, "ok") })
 	h.mux.HandleFunc("GET /readyz", h.readyz)
@@ -96,6 +102,11 @@ func New(opts Options) (*Handler, error) {
 	}
 	return h, nil
 }
+
+// CloseStreams ends the open event streams and makes new ones end at once.
+// Register it with http.Server.RegisterOnShutdown so that a graceful
+// shutdown does not wait for clients that follow the stream.
+func (h *Handler) CloseStreams() { h.closeOnce.Do(func() { close(h.closing) }) }
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }

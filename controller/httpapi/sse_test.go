@@ -137,3 +137,19 @@ func subscribers(b *Broker) int {
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+func TestShutdownEndsStreams(t *testing.T) {
+	be := newMemBackend()
+	h, _ := New(Options{Backend: be, Heartbeat: time.Hour})
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.RegisterOnShutdown(h.CloseStreams)
+	srv.Start()
+	defer srv.Close()
+	_, next := sseStream(t, context.Background(), srv.URL+"/api/v1/events")
+	next() // the stream is open
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Config.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown with an open stream: %v", err)
+	}
+}
