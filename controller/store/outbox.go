@@ -216,6 +216,9 @@ func (s *Store) PruneDelivered(before time.Time) (int, error) {
 	cut := uint64(before.UnixNano())
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		delivered := tx.Bucket(bucketDelivered)
+		if delivered == nil {
+			return nil
+		}
 		var sinks [][]byte
 		if err := delivered.ForEachBucket(func(k []byte) error {
 			sinks = append(sinks, append([]byte(nil), k...))

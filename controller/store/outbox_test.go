@@ -122,3 +122,21 @@ func TestPruneDelivered(t *testing.T) {
 		t.Errorf("pending after prune = %+v, want only old", p)
 	}
 }
+
+func TestOpenPrunesOldDeliveries(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	must(t, err)
+	must(t, s.markDelivered("hook", "ancient", time.Now().Add(-2*time.Hour)))
+	must(t, s.markDelivered("hook", "recent", time.Now()))
+	must(t, s.Close())
+	s, err = Open(dir, Options{DeliveredRetention: time.Hour})
+	must(t, err)
+	defer s.Close()
+	must(t, s.EnqueueAlert(alert.Alert{ID: "ancient"}, []string{"hook"}))
+	must(t, s.EnqueueAlert(alert.Alert{ID: "recent"}, []string{"hook"}))
+	p, _ := s.PendingAlerts("hook")
+	if len(p) != 1 || p[0].ID != "ancient" {
+		t.Errorf("pending = %+v, want only the id forgotten at Open", p)
+	}
+}

@@ -43,7 +43,10 @@ type Options struct {
 	// Migrations replaces the built-in schema migrations (tests use it to
 	// exercise the hook). The schema version is the last migration's To.
 	Migrations []Migration
-	Logger     *slog.Logger
+	// DeliveredRetention is how long delivered alert ids are remembered
+	// for deduplication; older ones are pruned at Open. Default 30 days.
+	DeliveredRetention time.Duration
+	Logger             *slog.Logger
 }
 
 // Store is the open database. It is safe for concurrent use.
@@ -63,6 +66,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.DeliveredRetention <= 0 {
+		opts.DeliveredRetention = 30 * 24 * time.Hour
+	}
 	if opts.Migrations == nil {
 		opts.Migrations = Migrations()
 	}
@@ -81,6 +87,11 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := s.migrate(opts.Migrations); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if n, err := s.PruneDelivered(time.Now().Add(-opts.DeliveredRetention)); err != nil {
+		s.log.Warn("prune delivered alert ids", "err", err)
+	} else if n > 0 {
+		s.log.Info("pruned delivered alert ids", "count", n)
 	}
 	return s, nil
 }
