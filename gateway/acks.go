@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // need is one resource a client interested in a host must have ACKed at
@@ -31,11 +32,22 @@ func (s *Server) WaitForAck(ctx context.Context, host, version string) error {
 	}
 	s.waiters.Add(1)
 	defer s.waiters.Add(-1)
+	var w ackWait
 	for {
 		ch := s.changes()
-		pending, err := s.ackStatus(host, v)
+		pending, err := s.ackStatus(host, v, &w)
 		if err != nil || pending == 0 {
 			return err
+		}
+		// Thousands of ACKs arrive within milliseconds of each other:
+		// re-check at most every recheckEvery instead of once per ACK.
+		if wait := recheckEvery - time.Since(w.checked); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
 		}
 		select {
 		case <-ch:
@@ -45,9 +57,22 @@ func (s *Server) WaitForAck(ctx context.Context, host, version string) error {
 	}
 }
 
+// recheckEvery bounds how often one WaitForAck re-evaluates its clients.
+const recheckEvery = time.Millisecond
+
+// ackWait remembers, between checks of one WaitForAck, which streams were
+// still pending and the newest stream seen, so a re-check only looks at
+// those and at streams that connected since.
+type ackWait struct {
+	checked time.Time
+	pending map[*stream]bool // nil before the first check
+	maxID   uint64
+}
+
 // ackStatus counts the interested clients that have not ACKed generation v
 // of host yet; it fails on the first NACK.
-func (s *Server) ackStatus(host string, v uint64) (int, error) {
+func (s *Server) ackStatus(host string, v uint64, w *ackWait) (int, error) {
+	w.checked = time.Now()
 	snap := s.snap.Load()
 	key, ok := snap.hosts[host]
 	if !ok {
@@ -70,19 +95,54 @@ func (s *Server) ackStatus(host string, v uint64) (int, error) {
 		add(cds, ClusterName(key, side))
 		add(eds, ClusterName(key, side))
 	}
+	check := func(st *stream) (bool, error) { return st.ackPending(host, needs) }
+	if w.pending != nil {
+		// Re-check: only streams still pending, and new ones.
+		s.mu.RLock()
+		newMax := s.nextID.Load()
+		var fresh []*stream
+		if newMax > w.maxID {
+			for st := range s.streams {
+				if st.id > w.maxID {
+					fresh = append(fresh, st)
+				}
+			}
+		}
+		for st := range w.pending {
+			if _, live := s.streams[st]; !live {
+				delete(w.pending, st)
+			}
+		}
+		s.mu.RUnlock()
+		w.maxID = newMax
+		for _, st := range fresh {
+			w.pending[st] = true
+		}
+		for st := range w.pending {
+			p, err := check(st)
+			if err != nil {
+				return 0, err
+			}
+			if !p {
+				delete(w.pending, st)
+			}
+		}
+		return len(w.pending), nil
+	}
+	w.pending = map[*stream]bool{}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	pending := 0
+	w.maxID = s.nextID.Load()
 	for st := range s.streams {
-		p, err := st.ackPending(host, needs)
+		p, err := check(st)
 		if err != nil {
 			return 0, err
 		}
 		if p {
-			pending++
+			w.pending[st] = true
 		}
 	}
-	return pending, nil
+	return len(w.pending), nil
 }
 
 // ackPending reports whether an interested stream still lacks a needed ACK.

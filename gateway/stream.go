@@ -25,7 +25,7 @@ type stream struct {
 }
 
 func (s *Server) addStream(ctx context.Context, delta bool) *stream {
-	st := &stream{id: s.nextID.Add(1), delta: delta, wake: make(chan struct{}, 1), shared: true}
+	st := &stream{delta: delta, wake: make(chan struct{}, 1), shared: true}
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		for _, enc := range md.Get("grpc-encoding") {
 			if enc != "" && enc != "identity" {
@@ -38,6 +38,9 @@ func (s *Server) addStream(ctx context.Context, delta bool) *stream {
 		st.dlt[i].acked = map[string]uint64{}
 	}
 	s.mu.Lock()
+	// The id is taken under the lock so WaitForAck's "streams newer than
+	// the last check" never misses one that is not in the map yet.
+	st.id = s.nextID.Add(1)
 	s.streams[st] = struct{}{}
 	n := len(s.streams)
 	s.mu.Unlock()
