@@ -8,9 +8,11 @@ import (
 	"io"
 	"reflect"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	yaml "go.yaml.in/yaml/v3"
@@ -49,29 +51,84 @@ func (d *document) diag(sev Severity, path, format string, args ...any) Diagnost
 
 // Load parses, validates and converts strategy files. It never fails as a
 // whole: every problem becomes a Diagnostic, and what is valid is returned.
+// Files are parsed in parallel; the result does not depend on it.
 func Load(sources []Source) *Set {
+	return assemble(sources, parseAll(sources, nil))
+}
+
+// parsed is what one file contributes before the set-wide checks
+// (duplicates, template references). It depends only on the file's bytes,
+// so a Loader can reuse it while the file is unchanged. It is read-only
+// once built.
+type parsed struct {
+	rollouts   []*rolloutDoc
+	templates  []*templateDoc
+	skipped    []SkippedDoc
+	diags      Diagnostics
+	unreadable bool
+}
+
+func parseFile(src Source) *parsed {
+	p := &parsed{}
+	docs, diags, ok := splitDocuments(src)
+	p.diags, p.unreadable = diags, !ok
+	for _, d := range docs {
+		r, t, skipped, diags := decodeDocument(d)
+		p.diags = append(p.diags, diags...)
+		switch {
+		case skipped != nil:
+			p.skipped = append(p.skipped, *skipped)
+		case r != nil:
+			p.rollouts = append(p.rollouts, r)
+		case t != nil:
+			p.templates = append(p.templates, t)
+		}
+	}
+	return p
+}
+
+// parseAll parses every source on up to GOMAXPROCS goroutines; reuse, when
+// not nil, may supply an already parsed file.
+func parseAll(sources []Source, reuse func(Source) *parsed) []*parsed {
+	out := make([]*parsed, len(sources))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < min(runtime.GOMAXPROCS(0), len(sources)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if reuse != nil {
+					out[i] = reuse(sources[i])
+				}
+				if out[i] == nil {
+					out[i] = parseFile(sources[i])
+				}
+			}
+		}()
+	}
+	for i := range sources {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out
+}
+
+// assemble runs the set-wide checks over parsed files, in source order.
+func assemble(sources []Source, files []*parsed) *Set {
 	set := &Set{}
 	var rollouts []*rolloutDoc
 	var templates []*templateDoc
-	for _, src := range sources {
-		set.Files = append(set.Files, src.Name)
-		docs, diags, ok := splitDocuments(src)
-		set.Diagnostics = append(set.Diagnostics, diags...)
-		if !ok {
-			set.Unreadable = append(set.Unreadable, src.Name)
+	for i, p := range files {
+		set.Files = append(set.Files, sources[i].Name)
+		if p.unreadable {
+			set.Unreadable = append(set.Unreadable, sources[i].Name)
 		}
-		for _, d := range docs {
-			r, t, skipped, diags := decodeDocument(d)
-			set.Diagnostics = append(set.Diagnostics, diags...)
-			switch {
-			case skipped != nil:
-				set.Skipped = append(set.Skipped, *skipped)
-			case r != nil:
-				rollouts = append(rollouts, r)
-			case t != nil:
-				templates = append(templates, t)
-			}
-		}
+		set.Diagnostics = append(set.Diagnostics, p.diags...)
+		set.Skipped = append(set.Skipped, p.skipped...)
+		rollouts = append(rollouts, p.rollouts...)
+		templates = append(templates, p.templates...)
 	}
 	idx := indexTemplates(set, templates)
 	acceptRollouts(set, rollouts, idx)

@@ -266,8 +266,8 @@ func (c *checker) judge(path string, raw json.RawMessage) *JudgeProvider {
 	}
 	if doc.Tolerance != nil {
 		j.Tolerance = *doc.Tolerance
-		if j.Tolerance < 0 {
-			c.errorf(path+".tolerance", "must not be negative, got %g", j.Tolerance)
+		if j.Tolerance <= 0 {
+			c.errorf(path+".tolerance", "must be positive, got %g", j.Tolerance)
 		}
 	}
 	if doc.MinSamples != nil {
@@ -286,7 +286,7 @@ func (c *checker) conditions(path string, m *v1alpha1.Metric) {
 		if src == "" {
 			continue
 		}
-		if _, err := CompileCondition(src); err != nil {
+		if err := CheckCondition(src); err != nil {
 			c.errorf(path+"."+field, "%s", firstLine(err.Error()))
 		}
 	}

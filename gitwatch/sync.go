@@ -310,7 +310,7 @@ func (w *Watcher) revision(repo *git.Repository, s step) (Revision, plumbing.Has
 	if err != nil {
 		return Revision{}, dir, fmt.Errorf("read tree of %s: %w", c.Hash, err)
 	}
-	set, err := api.LoadFS(newTreeFS(root, c.Committer.When), w.cfg.path)
+	set, err := w.loader.LoadFS(newTreeFS(root, c.Committer.When), w.cfg.path)
 	if err != nil {
 		return Revision{}, dir, fmt.Errorf("load %s at %s: %w", w.cfg.path, c.Hash, err)
 	}

@@ -78,6 +78,8 @@ type Watcher struct {
 	last    plumbing.Hash
 	lastSet *api.Set
 	lastDir plumbing.Hash // hash of the --path tree at last; zero if absent
+	// loader re-parses only the strategy files a commit changed.
+	loader *api.Loader
 
 	mu     sync.Mutex
 	status Status
@@ -100,6 +102,7 @@ func New(opts Options) (*Watcher, error) {
 		trigger: make(chan struct{}, 1),
 		branch:  cfg.Branch,
 		last:    plumbing.NewHash(cfg.LastCommit),
+		loader:  api.NewLoader(),
 	}
 	w.status = Status{Repo: cfg.display, Branch: cfg.Branch, LastCommit: cfg.LastCommit}
 	return w, nil
