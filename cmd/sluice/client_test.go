@@ -317,3 +317,37 @@ func apiGolden(t *testing.T, name, got string) {
 		t.Errorf("%s differs (run with -update after checking):\ngot:\n%s\nwant:\n%s", path, got, want)
 	}
 }
+
+func TestWatchRedrawsOnTerminal(t *testing.T) {
+	be, url := startAPI(t, "")
+	c, err := (&clientOptions{server: url}).client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &outBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- watchRollout(ctx, c, api.ParseKey("checkout"), out, "table", true) }()
+	waitForOutput(t, out, "rollout-paused")
+	st := statusCheckout()
+	st.Weights = api.Weights{Stable: 50, Canary: 50}
+	be.Set(st, "step-completed", "setWeight 50")
+	waitForOutput(t, out, "[##########..........] 50/50")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	frames := strings.Split(out.String(), clearScreen)
+	if len(frames) != 3 || frames[0] != "" {
+		t.Fatalf("want two full redraws, each after a clear-screen; got %d parts:\n%q", len(frames), out.String())
+	}
+	for i, f := range frames[1:] {
+		if !strings.HasPrefix(f, "Rollout: default/checkout\n") {
+			t.Errorf("frame %d does not start with the view:\n%s", i, f)
+		}
+	}
+	if !strings.Contains(frames[2], "step-completed     setWeight 50") {
+		t.Errorf("second frame lacks the new event:\n%s", frames[2])
+	}
+}

@@ -82,7 +82,8 @@ a terminal, one appended line per event otherwise.`,
 			if o.watch {
 				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 				defer stop()
-				return apiFailure(cmd, watchRollout(ctx, c, key, cmd.OutOrStdout(), o.output))
+				out := cmd.OutOrStdout()
+				return apiFailure(cmd, watchRollout(ctx, c, key, out, o.output, isTerminal(out)))
 			}
 			st, err := c.Get(cmd.Context(), key)
 			if err != nil {
@@ -109,8 +110,7 @@ const clearScreen = "\x1b[H\x1b[2J"
 // watchRollout renders every update: the whole view in place on a
 // terminal; otherwise a status line first and one line per event, or one
 // JSON/YAML document per update with -o json|yaml.
-func watchRollout(ctx context.Context, c *client.Client, key api.Key, w io.Writer, output string) error {
-	tty := isTerminal(w)
+func watchRollout(ctx context.Context, c *client.Client, key api.Key, w io.Writer, output string, tty bool) error {
 	return c.Watch(ctx, key, func(u client.Update) error {
 		switch {
 		case output == "json" || output == "yaml":
