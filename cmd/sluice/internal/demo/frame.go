@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/alert"
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/httpapi/view"
 	"github.com/sluice-dev/sluice/gateway/probe"
@@ -85,18 +86,42 @@ func Render(w io.Writer, f Frame) {
 			fmt.Fprintf(w, "  Error     %s:%d: %s: %s\n", e.File, e.Line, e.Field, e.Message)
 		}
 	}
-	if ev := tail(f.Events, maxEvents); len(ev) > 0 {
+	if ev := tail(notable(f.Events), maxEvents); len(ev) > 0 {
 		fmt.Fprintln(w, "  Events")
 		for _, e := range ev {
 			fmt.Fprintf(w, "    %s  %-17s %s\n", e.Time.UTC().Format("15:04:05"), e.Type, e.Message)
 		}
 	}
-	if al := tail(f.Alerts, maxAlerts); len(al) > 0 {
-		fmt.Fprintln(w, "  Alerts (received by the local webhook sink)")
-		for _, a := range al {
+	if len(f.Alerts) > 0 {
+		loud := loudAlerts(f.Alerts)
+		fmt.Fprintf(w, "  Alerts    %d received by the local webhook sink, %d warnings or errors\n", len(f.Alerts), len(loud))
+		for _, a := range tail(loud, maxAlerts) {
 			fmt.Fprintf(w, "    %s  %-17s %-7s %s\n", a.At.UTC().Format("15:04:05"), a.Event, a.Severity, a.Reason)
 		}
 	}
+}
+
+// notable drops "status" events: the Phase line already shows them.
+func notable(evs []httpapi.Event) []httpapi.Event {
+	var out []httpapi.Event
+	for _, e := range evs {
+		if e.Type != "status" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// loudAlerts are the alerts above info: the events list already tells the
+// info ones (started, step completed, completed).
+func loudAlerts(as []Received) []Received {
+	var out []Received
+	for _, a := range as {
+		if a.Severity != alert.SeverityInfo {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 func tail[T any](xs []T, n int) []T {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-dev/sluice/controller/alert"
 	"github.com/sluice-dev/sluice/gateway/probe"
 )
 
@@ -19,6 +20,9 @@ const (
 	ansiWrapOff  = "\x1b[?7l" // long lines are cut at the edge instead of wrapping,
 	ansiWrapOn   = "\x1b[?7h" // so the line count used to move up stays right
 )
+
+// minObserved is how many answers make an observed split worth printing.
+const minObserved = 20
 
 // observeEvery is how often the plain view repeats the observed split
 // when nothing else changes.
@@ -34,13 +38,13 @@ type Live struct {
 	drawn int // lines of the block on screen (terminal mode)
 
 	// plain mode: what was already said
-	stage       string
-	status      string
-	metrics     map[string]string
-	eventSeq    uint64 // events carry increasing Seq; Frame.Events is a sliding tail
-	alerts      int
-	observedAt  time.Duration
-	observedSet bool
+	stage         string
+	status        string
+	metrics       map[string]string
+	eventSeq      uint64 // events carry increasing Seq; Frame.Events is a sliding tail
+	alerts        int
+	observedAt    time.Duration
+	observedStage string // the stage of the last observed line: each stage gets one
 }
 
 // NewLive returns a view writing to w; tty selects in-place redrawing.
@@ -69,6 +73,7 @@ func (l *Live) Draw(f Frame) error {
 // Close ends the live view, leaving the last frame on screen.
 func (l *Live) Close() error {
 	if l.tty && l.drawn > 0 {
+		l.drawn = 0 // the next Draw starts a new block below this one
 		_, err := io.WriteString(l.w, ansiWrapOn)
 		return err
 	}
@@ -124,9 +129,9 @@ func (l *Live) lines(f Frame) error {
 			}
 		}
 	}
-	if d := f.Observed.Class[probe.DefaultClass]; d.Answered() > 0 &&
-		(changed || !l.observedSet || f.Elapsed-l.observedAt >= observeEvery) {
-		l.observedAt, l.observedSet = f.Elapsed, true
+	if d := f.Observed.Class[probe.DefaultClass]; d.Answered() >= minObserved &&
+		(changed || f.Stage != l.observedStage || f.Elapsed-l.observedAt >= observeEvery) {
+		l.observedAt, l.observedStage = f.Elapsed, f.Stage
 		line := "observed " + observedLine(f.Observed, stableOf(f.Status), canaryOf(f.Status))
 		if t := f.Observed.Class[TestersClass]; t.Answered() > 0 {
 			line += "; testers → " + shares(t)
@@ -136,11 +141,15 @@ func (l *Live) lines(f Frame) error {
 	for _, e := range f.Events {
 		if e.Seq > l.eventSeq {
 			l.eventSeq = e.Seq
-			say("event %s: %s", e.Type, e.Message)
+			if e.Type != "status" { // the status line above says it
+				say("event %s: %s", e.Type, e.Message)
+			}
 		}
 	}
 	for _, a := range f.Alerts[min(l.alerts, len(f.Alerts)):] {
-		say("ALERT %s (%s) for %s: %s", a.Event, a.Severity, a.Rollout, a.Reason)
+		if a.Severity != alert.SeverityInfo { // info alerts repeat the events
+			say("ALERT at the webhook sink: %s (%s) for %s: %s", a.Event, a.Severity, a.Rollout, a.Reason)
+		}
 	}
 	l.alerts = len(f.Alerts)
 	_, err := io.WriteString(l.w, b.String())

@@ -31,10 +31,10 @@ func TestStrategyLoads(t *testing.T) {
 		wantPause time.Duration
 		wantDelay time.Duration
 	}{
-		{"speed 1", 1, 5 * time.Second, 3 * time.Second},
-		{"default speed", 0, 5 * time.Second, 3 * time.Second},
-		{"speed 3", 3, 1667 * time.Millisecond, time.Second},
-		{"speed 0.5", 0.5, 10 * time.Second, 6 * time.Second},
+		{"speed 1", 1, 5 * time.Second, 5 * time.Second},
+		{"default speed", 0, 5 * time.Second, 5 * time.Second},
+		{"speed 3", 3, 1667 * time.Millisecond, 1667 * time.Millisecond},
+		{"speed 0.5", 0.5, 10 * time.Second, 10 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -47,7 +47,7 @@ type Strategy struct {
 // promises.
 const (
 	pauseDuration    = 5 * time.Second
-	analysisDelay    = 3 * time.Second // let the canary's window fill
+	analysisDelay    = 5 * time.Second // let the audience see the split, and the canary's window fill
 	analysisInterval = 3 * time.Second
 	analysisCount    = 3
 )

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-dev/sluice/controller/alert"
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/rollout"
 	"github.com/sluice-dev/sluice/gateway/probe"
@@ -35,44 +36,54 @@ type Summary struct {
 	Observed probe.Observation
 }
 
-// StepMark is one step the rollout entered.
+// StepMark is one milestone of the rollout: an event the daemon
+// published, with its time since the push.
 type StepMark struct {
-	At   time.Duration // since the push
-	Step string        // "step 2/6: header route testers"
+	At      time.Duration
+	Type    string // rollout-started, step-completed, ...
+	Message string
 }
 
-// Recorder follows frames and remembers the steps and the latest status of
-// every analysis run, for the Summary.
+// timelineEvents are the events the summary lists.
+var timelineEvents = map[string]bool{
+	"rollout-started": true, "step-completed": true, "rollout-paused": true, "rollout-completed": true,
+	"rollout-aborted": true, "analysis-failed": true, "analysis-error": true, "strategy-invalid": true, "xds-nack": true,
+}
+
+// Recorder follows frames and remembers the rollout's milestones (from
+// its events, timed by the daemon) and the latest status of every
+// analysis run, for the Summary.
 type Recorder struct {
-	pushed   time.Duration // Frame.Elapsed of the push; <0 before it
+	pushed   time.Time // zero before the push
+	seen     uint64    // highest event Seq taken
 	steps    []StepMark
-	lastStep string
 	runs     []rollout.RunStatus
 	last     *httpapi.RolloutStatus
 	observed probe.Observation
 }
 
 // NewRecorder returns a recorder waiting for the push.
-func NewRecorder() *Recorder { return &Recorder{pushed: -1} }
+func NewRecorder() *Recorder { return &Recorder{} }
 
-// Pushed marks the push of the canary version at elapsed.
-func (r *Recorder) Pushed(elapsed time.Duration) { r.pushed = elapsed }
+// Pushed marks the push of the canary version. Events before it belong to
+// the stable version settling, not to the rollout.
+func (r *Recorder) Pushed(at time.Time) { r.pushed = at }
 
-// Observe takes one frame. Frames before the push are ignored: they show
-// the stable version settling, not the rollout.
+// Observe takes one frame.
 func (r *Recorder) Observe(f Frame) {
-	if r.pushed < 0 || f.Status == nil {
+	if r.pushed.IsZero() || f.Status == nil {
 		return
 	}
 	s := f.Status
 	r.last, r.observed = s, f.Observed
-	if s.CanaryVersion == "" && s.Phase == rollout.PhaseHealthy && len(r.steps) == 0 {
-		return // the push has not been seen yet
-	}
-	step := stepOf(*s)
-	if step != "" && step != r.lastStep {
-		r.lastStep = step
-		r.steps = append(r.steps, StepMark{At: f.Elapsed - r.pushed, Step: step})
+	for _, e := range f.Events {
+		if e.Seq <= r.seen {
+			continue
+		}
+		r.seen = e.Seq
+		if timelineEvents[e.Type] && !e.Time.Before(r.pushed) {
+			r.steps = append(r.steps, StepMark{At: e.Time.Sub(r.pushed), Type: e.Type, Message: e.Message})
+		}
 	}
 	for _, run := range s.AnalysisRuns {
 		found := false
@@ -85,25 +96,6 @@ func (r *Recorder) Observe(f Frame) {
 			r.runs = append(r.runs, run)
 		}
 	}
-}
-
-// stepOf is the step part of a status message, without the notes in
-// parentheses that come and go within a step ("waiting for xDS ACK").
-func stepOf(s httpapi.RolloutStatus) string {
-	switch {
-	case s.Phase == rollout.PhaseHealthy:
-		return "promoted: " + s.Message
-	case s.Aborted:
-		return s.Message
-	}
-	m := s.Message
-	if i := strings.Index(m, " ("); i > 0 {
-		m = m[:i]
-	}
-	if !strings.HasPrefix(m, "step ") {
-		return ""
-	}
-	return m
 }
 
 // Summary returns what was recorded; the caller adds the push facts and
@@ -128,9 +120,9 @@ func WriteSummary(w io.Writer, s Summary) {
 	}
 	fmt.Fprintf(w, "  Push → end     %s\n", round(s.PushToEnd))
 	if len(s.Steps) > 0 {
-		fmt.Fprintln(w, "  Steps")
+		fmt.Fprintln(w, "  Timeline (since the push)")
 		for _, st := range s.Steps {
-			fmt.Fprintf(w, "    +%-7s %s\n", round(st.At), st.Step)
+			fmt.Fprintf(w, "    +%-7s %-17s %s\n", round(st.At), st.Type, st.Message)
 		}
 	}
 	if len(s.Runs) > 0 {
@@ -146,13 +138,34 @@ func WriteSummary(w io.Writer, s Summary) {
 		}
 	}
 	if len(s.Alerts) > 0 {
-		fmt.Fprintf(w, "  Alerts         %d received by the webhook sink\n", len(s.Alerts))
-		for _, a := range s.Alerts {
+		loud := loudAlerts(s.Alerts)
+		fmt.Fprintf(w, "  Alerts         %d received by the webhook sink (%s)\n", len(s.Alerts), alertCounts(s.Alerts))
+		for _, a := range loud {
 			fmt.Fprintf(w, "    %-17s %-7s %s\n", a.Event, a.Severity, a.Reason)
 		}
 	}
 	d := s.Observed.Class[probe.DefaultClass]
 	fmt.Fprintf(w, "  Final traffic  %s (last %s)\n", shares(d), s.Observed.Window.Round(time.Second))
+}
+
+// alertCounts is "rollout-started, step-completed ×6, ..." in arrival order.
+func alertCounts(as []Received) string {
+	var order []alert.Event
+	n := map[alert.Event]int{}
+	for _, a := range as {
+		if n[a.Event] == 0 {
+			order = append(order, a.Event)
+		}
+		n[a.Event]++
+	}
+	parts := make([]string, len(order))
+	for i, e := range order {
+		parts[i] = string(e)
+		if n[e] > 1 {
+			parts[i] += fmt.Sprintf(" ×%d", n[e])
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func shortSHA(c string) string {

@@ -169,7 +169,7 @@ func TestSummary(t *testing.T) {
 	frames := scene()
 	for i, f := range frames {
 		if i == 2 {
-			rec.Pushed(f.Elapsed)
+			rec.Pushed(t0.Add(11 * time.Second))
 		}
 		rec.Observe(f)
 	}
@@ -177,7 +177,7 @@ func TestSummary(t *testing.T) {
 	s.Commit, s.Tool = "9f8d1117c0ffee", "git"
 	s.PushToCanary, s.PushToEnd = 84*time.Millisecond, 12*time.Second
 	s.Alerts = frames[len(frames)-1].Alerts
-	if len(s.Steps) != 2 || s.Phase != "Degraded" || len(s.Runs) != 1 || s.Runs[0].Phase != rollout.AnalysisFailed {
+	if len(s.Steps) != 5 || s.Phase != "Degraded" || len(s.Runs) != 1 || s.Runs[0].Phase != rollout.AnalysisFailed {
 		t.Fatalf("recorded %+v", s)
 	}
 	var b bytes.Buffer
