@@ -29,6 +29,7 @@ func newRootCmd() *cobra.Command {
 		newValidateCmd(),
 		newDiffCmd(),
 		newRunCmd(),
+		newDemoCmd(),
 		newGetCmd(), newPromoteCmd(), newAbortCmd(), newRetryCmd(), newApproveCmd(), newPauseCmd(), newResumeCmd(),
 	)
 	return root
