@@ -42,6 +42,9 @@ type Alertmanager struct {
 // Debian path, then alertmanager or prometheus-alertmanager on PATH.
 func Binary() (string, error) {
 	if p := os.Getenv(EnvBinary); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("alertmanager binary from %s: %w: install the Debian package prometheus-alertmanager (run hack/test-deps.sh)", EnvBinary, err)
+		}
 		return p, nil
 	}
 	if _, err := os.Stat("/usr/bin/prometheus-alertmanager"); err == nil {
