@@ -30,6 +30,7 @@ func newRootCmd() *cobra.Command {
 		newDiffCmd(),
 		newRunCmd(),
 		newDemoCmd(),
+		newScheduleCmd(),
 		newGetCmd(), newPromoteCmd(), newAbortCmd(), newRetryCmd(), newApproveCmd(), newPauseCmd(), newResumeCmd(),
 	)
 	return root

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // counts tracks pods the graph knows about and, per group or service name,
@@ -199,15 +200,18 @@ type DomainCount struct {
 }
 
 // DomainCounts returns, for the topology key, the pod count of name in
-// every domain that has live nodes, in topology order.
+// every domain that has live nodes, in topology order (the order domains
+// were first seen).
 func (g *Graph) DomainCounts(name, key string) ([]DomainCount, error) {
 	l := g.Level(key)
 	if l < 0 {
 		return nil, fmt.Errorf("domain counts: %q is not a topology key", key)
 	}
 	id := g.counterID(name)
+	doms := slices.Clone(g.level[l])
+	slices.SortFunc(doms, func(a, b int32) int { return int(g.domains[a].start - g.domains[b].start) })
 	var out []DomainCount
-	for _, d := range g.level[l] {
+	for _, d := range doms {
 		if g.domains[d].size() == 0 {
 			continue
 		}

@@ -82,7 +82,7 @@ func (s *Scheduler) Explain(ctx context.Context, pod *Pod, topN int) (*Explanati
 			}
 			r := Rejection{Plugin: p.Name(), Reason: st.Reason()}
 			if x, ok := p.(FilterExplainer); ok {
-				r.Detail = x.ExplainFilter(pi, ns)
+				r.Detail = x.ExplainFilter(&s.state, pi, ns)
 			}
 			rej.Failures = append(rej.Failures, r)
 			i := slices.IndexFunc(ex.Reasons, func(c ReasonCount) bool { return c.Plugin == r.Plugin && c.Reason == r.Reason })

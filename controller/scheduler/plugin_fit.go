@@ -47,7 +47,7 @@ func (f *Fit) Filter(_ context.Context, _ *CycleState, pod *PodInfo, n *NodeStat
 }
 
 // ExplainFilter implements FilterExplainer.
-func (f *Fit) ExplainFilter(pod *PodInfo, n *NodeState) string {
+func (f *Fit) ExplainFilter(_ *CycleState, pod *PodInfo, n *NodeState) string {
 	free := n.capacity.Sub(n.used)
 	r := pod.Requests
 	return fmt.Sprintf("free cpu %dm memory %d pods %d; pod needs cpu %dm memory %d", free.MilliCPU, free.Memory, free.Pods, r.MilliCPU, r.Memory)

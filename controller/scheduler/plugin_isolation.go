@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 )
 
 // FailureDomainName is the name of the failure-domain isolation filter.
@@ -178,11 +179,23 @@ func (p *FailureDomain) domainVerdict(st *failureDomainState, pod *PodInfo, d in
 }
 
 // ExplainFilter implements FilterExplainer.
-func (p *FailureDomain) ExplainFilter(pod *PodInfo, n *NodeState) string {
+func (p *FailureDomain) ExplainFilter(state *CycleState, pod *PodInfo, n *NodeState) string {
+	st := state.Read(p.key).(*failureDomainState)
 	d := n.dom[p.level]
 	name := p.g.domainName(d)
-	if pod.group < 0 {
-		return "domain " + name
+	switch p.domainVerdict(st, pod, d) {
+	case p.noKey:
+		return "node has no " + p.args.TopologyKey + " label"
+	case p.inCritical:
+		var crit []string
+		for _, c := range st.critical {
+			if p.g.counters[c].dom[d] > 0 {
+				crit = append(crit, p.g.counterNm[c])
+			}
+		}
+		return fmt.Sprintf("%s hosts critical %s", name, strings.Join(crit, ", "))
+	case p.skew:
+		return fmt.Sprintf("%s has %d pods of %s, the emptiest eligible domain %d", name, p.g.counters[pod.group].dom[d], pod.Pod.Group, st.min)
 	}
-	return fmt.Sprintf("domain %s has %d pods of %s", name, p.g.counters[pod.group].dom[d], pod.Pod.Group)
+	return ""
 }

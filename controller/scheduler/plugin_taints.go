@@ -47,7 +47,7 @@ func (t *TaintToleration) Filter(_ context.Context, _ *CycleState, pod *PodInfo,
 }
 
 // ExplainFilter implements FilterExplainer: it names the taint.
-func (t *TaintToleration) ExplainFilter(pod *PodInfo, n *NodeState) string {
+func (t *TaintToleration) ExplainFilter(_ *CycleState, pod *PodInfo, n *NodeState) string {
 	if n.cordoned {
 		return "node is cordoned"
 	}

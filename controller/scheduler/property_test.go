@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -25,7 +26,7 @@ func TestProperties(t *testing.T) {
 				critical = []string{"default/db"}
 			}
 			plugins := DefaultPlugins()
-			plugins[3].Args = &FailureDomainArgs{MaxSkew: maxSkew, CriticalServices: critical}
+			plugins[slices.IndexFunc(plugins, func(p PluginConfig) bool { return p.Name == FailureDomainName })].Args = &FailureDomainArgs{MaxSkew: maxSkew, CriticalServices: critical}
 			s := newTestScheduler(t, Options{Seed: seed, Plugins: plugins, Parallelism: 2, MinParallelNodes: 1 + rng.IntN(20), ChunkSize: 1 + rng.IntN(8)}, spec.nodes())
 			if critical != nil {
 				if err := s.Update(func(g *Graph) error {

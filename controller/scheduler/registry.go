@@ -7,7 +7,7 @@ var skipStatus = NewStatus(Skip, "nothing to score")
 // why a node was rejected (which taint, how much CPU was free), for
 // Explain. It may allocate; Filter must not.
 type FilterExplainer interface {
-	ExplainFilter(pod *PodInfo, node *NodeState) string
+	ExplainFilter(state *CycleState, pod *PodInfo, node *NodeState) string
 }
 
 // NewInTreeRegistry returns the factories of every built-in plugin.
@@ -24,14 +24,15 @@ func NewInTreeRegistry() Registry {
 	}
 }
 
-// DefaultPlugins enables every built-in plugin with default args. The
-// weights favour the placement goals over heat: baseline matching and
+// DefaultPlugins enables every built-in plugin with default args. Filters
+// run in kube-scheduler's order (taints, affinity, then resources), so a
+// node is reported for the most permanent reason it fails. The weights favour the placement goals over heat: baseline matching and
 // dependency affinity 2, spread and heat 1.
 func DefaultPlugins() []PluginConfig {
 	return []PluginConfig{
-		{Name: NodeResourcesFitName},
 		{Name: TaintTolerationName},
 		{Name: NodeAffinityName},
+		{Name: NodeResourcesFitName},
 		{Name: FailureDomainName},
 		{Name: LeastHeatName, Weight: 1},
 		{Name: DependencyAffinityName, Weight: 2},

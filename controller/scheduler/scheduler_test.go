@@ -21,7 +21,7 @@ func TestScheduleOne(t *testing.T) {
 		wantReason []string // substrings of the unschedulable message
 	}{
 		{"plain canary", canaryPod("web", 0, 100), true, nil},
-		{"too big", canaryPod("web", 1, 5000), false, []string{"0/60 nodes are available", "60 Insufficient cpu"}},
+		{"too big", canaryPod("web", 1, 5000), false, []string{"0/60 nodes are available", "51 Insufficient cpu", "9 node(s) had untolerated taint"}},
 		{"selector nobody matches", func() Pod {
 			p := canaryPod("web", 2, 100)
 			p.NodeSelector = map[string]string{"disk": "nvme"}
