@@ -202,7 +202,7 @@ func (s State) CanaryActive() bool {
 	return s.CanaryVersion != "" && !s.Aborted && !s.Removed
 }
 
-// Run returns the run with the given name, or nil.
+// run returns the run with the given name, or nil.
 func (s *State) run(name string) *Run {
 	if name == "" {
 		return nil
