@@ -90,7 +90,8 @@ type Change struct {
 	// ResumeStep is where a StrategyEdit continues: the index in the new
 	// steps that corresponds to Live.StepIndex in the old ones (steps that
 	// were kept or edited in place keep their identity; a removed current
-	// step resumes at whatever replaced it). 0 unless Live.InFlight.
+	// step resumes at whatever replaced it). 0 unless Live.InFlight, and 0
+	// for NewVersion, whose canary starts again from the first step.
 	ResumeStep int
 	// Old and New are the two versions (nil for Added and Removed).
 	Old, New *api.Rollout

@@ -39,6 +39,9 @@ func DiffRollouts(old, new *api.Rollout, live Live) Change {
 	ta, tb := rolloutTrees(old, new)
 	diffTree(nil, ta, tb, &c.Changes)
 	c.Class = classify(old, new, c.Changes)
+	if c.Class == NewVersion {
+		c.ResumeStep = 0
+	}
 	if reflect.DeepEqual(old.Spec.Strategy, new.Spec.Strategy) {
 		// Same steps, analysis and host: no risk rule can fire, and the
 		// rollout continues where it is.
@@ -56,6 +59,9 @@ func DiffRollouts(old, new *api.Rollout, live Live) Change {
 	}
 	c.Reasons = rolloutRisks(in)
 	c.Risky = len(c.Reasons) > 0
+	if c.Class == NewVersion {
+		c.ResumeStep = 0 // a new version starts its canary from the first step
+	}
 	return c
 }
 

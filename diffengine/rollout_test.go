@@ -113,3 +113,16 @@ func TestDiffRolloutsAddedRemovedUnchanged(t *testing.T) {
 		})
 	}
 }
+
+func TestNewVersionRestartsFromFirstStep(t *testing.T) {
+	old := loadRollout(t, "      - setWeight: 10\n      - pause: {}")
+	next := loadRollout(t, "      - setWeight: 10\n      - setWeight: 90\n      - pause: {}")
+	next.Version = "shop/checkout:v2" // as if the image had changed
+	c := DiffRollouts(old, next, Live{InFlight: true, StepIndex: 1, CanaryWeight: 10})
+	if c.Class != NewVersion || c.ResumeStep != 0 {
+		t.Errorf("class %s resume %d, want NewVersion from step 0", c.Class, c.ResumeStep)
+	}
+	if c.Risky {
+		t.Errorf("a new version starts from 0%%, no live jump: %q", c.Reasons)
+	}
+}
