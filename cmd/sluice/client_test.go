@@ -256,11 +256,16 @@ func TestWatchAppendsLinesWithoutTerminal(t *testing.T) {
 	st.Phase, st.StepIndex, st.Weights, st.Message = rollout.PhaseProgressing, 4, api.Weights{Stable: 50, Canary: 50}, "step 5/6: setWeight 50"
 	be.Set(st, "step-completed", "pause 30s done")
 	waitForOutput(t, out, "default/checkout step-completed: pause 30s done [Progressing step 5/6 weights 50/50]")
+	// The same news again is not printed again.
+	be.Set(st, "step-completed", "pause 30s done")
 	// Another rollout's events are not shown.
 	be.Set(statusSearch(), "status", "nothing")
 	st.StepIndex = 5
 	be.Set(st, "rollout-paused", "waiting for promote")
 	waitForOutput(t, out, "rollout-paused: waiting for promote")
+	if n := strings.Count(out.String(), "step-completed: pause 30s done"); n != 1 {
+		t.Errorf("repeated event printed %d times, want once:\n%s", n, out)
+	}
 	if strings.Contains(out.String(), "default/search") {
 		t.Errorf("watch of checkout printed search's event:\n%s", out)
 	}

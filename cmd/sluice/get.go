@@ -111,7 +111,15 @@ const clearScreen = "\x1b[H\x1b[2J"
 // terminal; otherwise a status line first and one line per event, or one
 // JSON/YAML document per update with -o json|yaml.
 func watchRollout(ctx context.Context, c *client.Client, key api.Key, w io.Writer, output string, tty bool) error {
+	var last *httpapi.Event
 	return c.Watch(ctx, key, func(u client.Update) error {
+		if u.Latest != nil {
+			repeat := last != nil && view.Repeats(*last, *u.Latest)
+			last = u.Latest
+			if repeat {
+				return nil
+			}
+		}
 		switch {
 		case output == "json" || output == "yaml":
 			if output == "yaml" {

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/httpapi"
+	"github.com/sluice-dev/sluice/controller/rollout"
 )
 
 func TestBar(t *testing.T) {
@@ -25,6 +27,32 @@ func TestBar(t *testing.T) {
 		t.Run(tt.want, func(t *testing.T) {
 			if got := Bar(tt.w, tt.width); got != tt.want {
 				t.Errorf("Bar(%+v, %d) = %q, want %q", tt.w, tt.width, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRepeats(t *testing.T) {
+	st := func(stable int32) *httpapi.RolloutStatus {
+		return &httpapi.RolloutStatus{Namespace: "d", Name: "a", Phase: rollout.PhasePaused, Weights: api.Weights{Stable: stable, Canary: 100 - stable}}
+	}
+	base := httpapi.Event{Namespace: "d", Name: "a", Type: "status", Message: "step 2/6: pause 30s", Status: st(90)}
+	tests := []struct {
+		name string
+		e    func(e httpapi.Event) httpapi.Event
+		want bool
+	}{
+		{"identical but later", func(e httpapi.Event) httpapi.Event { e.Seq++; return e }, true},
+		{"other type", func(e httpapi.Event) httpapi.Event { e.Type = "step-completed"; return e }, false},
+		{"other message", func(e httpapi.Event) httpapi.Event { e.Message = "x"; return e }, false},
+		{"other weights", func(e httpapi.Event) httpapi.Event { e.Status = st(50); return e }, false},
+		{"no status", func(e httpapi.Event) httpapi.Event { e.Status = nil; return e }, false},
+		{"other rollout", func(e httpapi.Event) httpapi.Event { e.Name = "b"; return e }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Repeats(base, tt.e(base)); got != tt.want {
+				t.Errorf("Repeats = %v, want %v", got, tt.want)
 			}
 		})
 	}

@@ -59,7 +59,10 @@ func Detail(w io.Writer, s httpapi.RolloutStatus, events []httpapi.Event) error 
 	}
 	if len(events) > 0 {
 		fmt.Fprintln(w, "\nEvents:")
-		for _, e := range events {
+		for i, e := range events {
+			if i > 0 && Repeats(events[i-1], e) {
+				continue
+			}
 			fmt.Fprintf(w, "  %s  %-18s %s\n", e.Time.UTC().Format("15:04:05"), e.Type, e.Message)
 		}
 	}
@@ -118,4 +121,17 @@ func diagnostic(file string, line int, field, msg string) string {
 		s += field + ": "
 	}
 	return s + msg
+}
+
+// Repeats reports whether e says nothing that prev did not: same type,
+// message and status summary. The daemon may publish a status more than
+// once per transition; people need to see it once.
+func Repeats(prev, e httpapi.Event) bool {
+	if prev.Namespace != e.Namespace || prev.Name != e.Name || prev.Type != e.Type || prev.Message != e.Message {
+		return false
+	}
+	if (prev.Status == nil) != (e.Status == nil) {
+		return false
+	}
+	return e.Status == nil || StatusLine(*prev.Status) == StatusLine(*e.Status)
 }
