@@ -72,7 +72,9 @@ func (s *Server) DeltaAggregatedResources(gs grpc.BidiStreamingServer[discoveryv
 				s.log.Debug("delta request for unserved type", "stream", st.id, "type", req.GetTypeUrl())
 				continue
 			}
-			s.deltaRequest(st, t, req)
+			if n := s.deltaRequest(st, t, req); n != nil && s.opts.OnNack != nil {
+				s.opts.OnNack(*n)
+			}
 			if err := s.deltaSend(gs, st, t); err != nil {
 				return err
 			}
@@ -86,8 +88,9 @@ func (s *Server) DeltaAggregatedResources(gs grpc.BidiStreamingServer[discoveryv
 	}
 }
 
-// deltaRequest records an ACK or NACK and applies subscription changes.
-func (s *Server) deltaRequest(st *stream, t typeIdx, req *discoveryv3.DeltaDiscoveryRequest) {
+// deltaRequest records an ACK or NACK and applies subscription changes. It
+// returns the NACK it recorded, if any.
+func (s *Server) deltaRequest(st *stream, t typeIdx, req *discoveryv3.DeltaDiscoveryRequest) (nack *Nack) {
 	d := &st.dlt[t]
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -105,6 +108,7 @@ func (s *Server) deltaRequest(st *stream, t typeIdx, req *discoveryv3.DeltaDisco
 					d.nackGens[r.name] = r.gen
 				}
 				d.nack = s.recordNack(st, t, nonce, sent.res, det.GetMessage(), nonce)
+				nack = d.nack
 			} else {
 				for _, r := range sent.res {
 					d.acked[r.name] = r.gen
@@ -146,6 +150,7 @@ func (s *Server) deltaRequest(st *stream, t typeIdx, req *discoveryv3.DeltaDisco
 		delete(d.sent, n) // a later subscribe must send it again
 		delete(d.acked, n)
 	}
+	return nack
 }
 
 // deltaSend sends what changed for the client since it was last sent. What

@@ -32,8 +32,9 @@ type Options struct {
 	// sluice_xds_push_seconds histogram (default 30s). WaitForAck itself is
 	// bounded by its context.
 	AckTimeout time.Duration
-	// OnNack is called for every NACK, synchronously on the stream that
-	// received it: keep it short (queue, don't block).
+	// OnNack is called for every NACK, synchronously on the goroutine of
+	// the stream that received it (no lock held): keep it short (queue,
+	// don't block), or that client's stream stalls.
 	OnNack func(Nack)
 }
 
@@ -264,6 +265,11 @@ func (s *Server) notify() {
 // followPush observes sluice_xds_push_seconds for one publish, in the
 // background, bounded by AckTimeout and by the server's lifetime.
 func (s *Server) followPush(host, version string) {
+	select {
+	case <-s.done:
+		return // stopped: nobody to wait for
+	default:
+	}
 	start := time.Now()
 	s.bg.Add(1)
 	go func() {

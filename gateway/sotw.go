@@ -131,7 +131,9 @@ func (s *Server) StreamAggregatedResources(gs grpc.BidiStreamingServer[discovery
 				s.log.Debug("xds request for unserved type", "stream", st.id, "type", req.GetTypeUrl())
 				continue
 			}
-			s.sotwRequest(st, t, req)
+			if n := s.sotwRequest(st, t, req); n != nil && s.opts.OnNack != nil {
+				s.opts.OnNack(*n)
+			}
 			if err := s.sotwSend(gs, st, t); err != nil {
 				return err
 			}
@@ -145,8 +147,9 @@ func (s *Server) StreamAggregatedResources(gs grpc.BidiStreamingServer[discovery
 	}
 }
 
-// sotwRequest records an ACK or NACK and the (new) subscription.
-func (s *Server) sotwRequest(st *stream, t typeIdx, req *discoveryv3.DiscoveryRequest) {
+// sotwRequest records an ACK or NACK and the (new) subscription. It returns
+// the NACK it recorded, if any, for the caller to report outside the lock.
+func (s *Server) sotwRequest(st *stream, t typeIdx, req *discoveryv3.DiscoveryRequest) (nack *Nack) {
 	w := &st.sotw[t]
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -157,11 +160,14 @@ func (s *Server) sotwRequest(st *stream, t typeIdx, req *discoveryv3.DiscoveryRe
 		if w.lastSent == nil || nonce != w.lastSent.nonce {
 			// A reply to an older response: a newer one is on its way and
 			// the client will answer that one (xDS ignores stale nonces).
-			return
+			return nil
 		}
 		if d := req.GetErrorDetail(); d != nil {
+			// version_info in a NACK is the client's last good version;
+			// the rejected one is what we sent.
 			w.nacked = w.lastSent
-			w.nack = s.recordNack(st, t, req.GetVersionInfo(), w.lastSent.res, d.GetMessage(), req.GetResponseNonce())
+			w.nack = s.recordNack(st, t, w.lastSent.msg.GetVersionInfo(), w.lastSent.res, d.GetMessage(), req.GetResponseNonce())
+			nack = w.nack
 		} else {
 			w.acked, w.nacked, w.nack = w.lastSent, nil, nil
 		}
@@ -172,7 +178,7 @@ func (s *Server) sotwRequest(st *stream, t typeIdx, req *discoveryv3.DiscoveryRe
 	w.subscribed, w.wildcard = true, wildcard
 	if wildcard {
 		w.names, w.key = nil, "*"
-		return
+		return nack
 	}
 	if !slices.IsSorted(names) || hasDup(names) {
 		names = slices.Compact(slices.Sorted(slices.Values(names)))
@@ -181,6 +187,7 @@ func (s *Server) sotwRequest(st *stream, t typeIdx, req *discoveryv3.DiscoveryRe
 		w.names = slices.Clone(names)
 		w.key = strings.Join(w.names, "\n")
 	}
+	return nack
 }
 
 func hasDup(sorted []string) bool {
@@ -230,7 +237,8 @@ func (s *Server) sotwSend(gs grpc.ServerStream, st *stream, t typeIdx) error {
 	return nil
 }
 
-// recordNack counts, logs and reports one NACK. Callers hold st.mu.
+// recordNack counts and logs one NACK; the caller reports it through
+// OnNack after releasing st.mu. Callers hold st.mu.
 func (s *Server) recordNack(st *stream, t typeIdx, version string, res []*resource, detail, nonce string) *Nack {
 	n := &Nack{Node: st.node, Stream: st.id, TypeURL: typeURLs[t], Version: version, Detail: detail, Time: time.Now()}
 	snap := s.snap.Load()
@@ -246,9 +254,6 @@ func (s *Server) recordNack(st *stream, t typeIdx, version string, res []*resour
 	}
 	s.m.nacks.Inc()
 	s.log.Warn("xds nack", "stream", st.id, "node", st.node, "type", typeURLs[t], "nonce", nonce, "resources", n.Resources, "detail", detail)
-	if s.opts.OnNack != nil {
-		s.opts.OnNack(*n)
-	}
 	return n
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"slices"
@@ -89,83 +90,127 @@ type result struct {
 func run(counts []int, impls []string, changes, perProc int) error {
 	var results []result
 	for _, n := range counts {
-		for _, impl := range impls {
-			r, err := runOne(strings.TrimSpace(impl), n, changes, perProc)
-			if err != nil {
-				return fmt.Errorf("%s n=%d: %w", impl, n, err)
-			}
-			fmt.Fprintf(os.Stderr, "%-6s n=%-6d recv %v ack %v (all: %v)\n", r.impl, n, r.recv, r.ack, r.acks)
-			results = append(results, r)
+		rs, err := runN(impls, n, changes, perProc)
+		if err != nil {
+			return fmt.Errorf("n=%d: %w", n, err)
 		}
+		results = append(results, rs...)
 	}
 	report(results)
 	return nil
 }
 
-func runOne(impl string, n, changes, perProc int) (result, error) {
-	res := result{impl: impl, n: n}
+// target is one server process and its client processes.
+type target struct {
+	res     result
+	srv     *proc
+	clients []*proc
+	changes int
+}
+
+func (t *target) stop() {
+	for _, c := range t.clients {
+		c.stop()
+	}
+	t.srv.stop()
+}
+
+// runN measures every implementation at n streams. All of them are up at
+// once (idle streams cost no CPU) and the changes are interleaved, in a
+// shuffled order per round, so load from anything else on the machine hits
+// all implementations alike.
+func runN(impls []string, n, changes, perProc int) ([]result, error) {
+	var targets []*target
+	defer func() {
+		for _, t := range targets {
+			t.stop()
+		}
+	}()
+	for _, impl := range impls {
+		t, err := setup(strings.TrimSpace(impl), n, perProc)
+		if t != nil {
+			targets = append(targets, t)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", impl, err)
+		}
+	}
+	for round := 1; round <= changes; round++ {
+		order := rand.Perm(len(targets))
+		for _, i := range order {
+			if err := targets[i].change(round); err != nil {
+				return nil, fmt.Errorf("%s: %w", targets[i].res.impl, err)
+			}
+			time.Sleep(200 * time.Millisecond) // idle between changes
+		}
+	}
+	var out []result
+	for _, t := range targets {
+		t.res.recv, t.res.ack = median(t.res.recvs), median(t.res.acks)
+		fmt.Fprintf(os.Stderr, "%-6s n=%-6d median recv %v ack %v (acks: %v)\n", t.res.impl, n, t.res.recv, t.res.ack, t.res.acks)
+		out = append(out, t.res)
+	}
+	return out, nil
+}
+
+func setup(impl string, n, perProc int) (*target, error) {
 	srv, err := start("server", "-impl", impl)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
-	defer srv.stop()
+	t := &target{res: result{impl: impl, n: n}, srv: srv}
 	f, err := srv.expect("addr ", 30*time.Second)
 	if err != nil {
-		return res, err
+		return t, err
 	}
 	addr := f[1]
 	mem0, err := mem(srv)
 	if err != nil {
-		return res, err
+		return t, err
 	}
-	var clients []*proc
-	defer func() {
-		for _, c := range clients {
-			c.stop()
-		}
-	}()
 	for left := n; left > 0; left -= perProc {
-		k := min(left, perProc)
-		c, err := start("clients", "-addr", addr, "-n", strconv.Itoa(k))
+		c, err := start("clients", "-addr", addr, "-n", strconv.Itoa(min(left, perProc)))
 		if err != nil {
-			return res, err
+			return t, err
 		}
-		clients = append(clients, c)
+		t.clients = append(t.clients, c)
 	}
-	for _, c := range clients {
+	for _, c := range t.clients {
 		if _, err := c.expect("ready", 5*time.Minute); err != nil {
-			return res, err
+			return t, err
 		}
 	}
 	time.Sleep(time.Second) // let connection setup settle before measuring
 	mem1, err := mem(srv)
 	if err != nil {
-		return res, err
+		return t, err
 	}
-	res.memPerStream = float64(mem1-mem0) / float64(n)
-	for i := 1; i <= changes; i++ {
-		fmt.Fprintf(srv.in, "set %d\n", 10+i%2*10)
-		f, err := srv.expect("changed ", time.Minute)
+	t.res.memPerStream = float64(mem1-mem0) / float64(n)
+	return t, nil
+}
+
+// change publishes one weight change and records when the last stream
+// received it and sent its ACK.
+func (t *target) change(round int) error {
+	fmt.Fprintf(t.srv.in, "set %d\n", 10+round%2*10)
+	f, err := t.srv.expect("changed ", time.Minute)
+	if err != nil {
+		return err
+	}
+	t0, _ := strconv.ParseInt(f[1], 10, 64)
+	var lastRecv, lastAck int64
+	for _, c := range t.clients {
+		u, err := c.expect(fmt.Sprintf("update %d ", round), time.Minute)
 		if err != nil {
-			return res, err
+			return err
 		}
-		t0, _ := strconv.ParseInt(f[1], 10, 64)
-		var lastRecv, lastAck int64
-		for _, c := range clients {
-			u, err := c.expect(fmt.Sprintf("update %d ", i), time.Minute)
-			if err != nil {
-				return res, err
-			}
-			r, _ := strconv.ParseInt(u[2], 10, 64)
-			a, _ := strconv.ParseInt(u[3], 10, 64)
-			lastRecv, lastAck = max(lastRecv, r), max(lastAck, a)
-		}
-		res.recvs = append(res.recvs, time.Duration(lastRecv-t0))
-		res.acks = append(res.acks, time.Duration(lastAck-t0))
-		time.Sleep(300 * time.Millisecond) // idle between changes
+		r, _ := strconv.ParseInt(u[2], 10, 64)
+		a, _ := strconv.ParseInt(u[3], 10, 64)
+		lastRecv, lastAck = max(lastRecv, r), max(lastAck, a)
 	}
-	res.recv, res.ack = median(res.recvs), median(res.acks)
-	return res, nil
+	t.res.recvs = append(t.res.recvs, time.Duration(lastRecv-t0))
+	t.res.acks = append(t.res.acks, time.Duration(lastAck-t0))
+	return nil
 }
 
 func mem(p *proc) (uint64, error) {

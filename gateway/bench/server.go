@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,6 +47,16 @@ func serverMain(args []string) error {
 	fs := flag.NewFlagSet("server", flag.ExitOnError)
 	impl := fs.String("impl", "sluice", "floor | stock | sluice")
 	_ = fs.Parse(args)
+	if path := os.Getenv("BENCH_CPUPROFILE"); path != "" {
+		f, err := os.Create(path + "." + *impl)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var s benchServer
 	switch *impl {
 	case "sluice":
