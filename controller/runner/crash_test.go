@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -36,6 +37,7 @@ const (
 	crashDirEnv  = "SLUICE_RUNNER_CRASH_DIR"
 	crashHookEnv = "SLUICE_RUNNER_CRASH_HOOK"
 	crashRateEnv = "SLUICE_RUNNER_CRASH_RATE"
+	childReady   = "CRASH-CHILD-READY"
 )
 
 // crashSteps: a pause and an analysis step long enough for kills to land
@@ -124,6 +126,7 @@ func TestCrashChild(t *testing.T) {
 	if err := r.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	fmt.Println(childReady) // the parent's kill timer starts now
 	// What gitwatch and the daemon would do: v1 is the first commit, v2 the
 	// next; a commit is not applied again once the state has moved past it.
 	for {
@@ -173,11 +176,17 @@ func TestCrashRestart(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	t.Logf("seed %d", seed)
 
-	child := func() *exec.Cmd {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
+	// child starts a child; ready is closed once its runner has started.
+	child := func() (cmd *exec.Cmd, ready chan struct{}) {
+		cmd = exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashHookEnv+"="+hook.srv.URL, crashRateEnv+"="+rate.URL)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		return cmd
+		ready = make(chan struct{})
+		cmd.Stderr = os.Stderr
+		cmd.Stdout = &markerWriter{marker: []byte(childReady), seen: ready}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, ready
 	}
 	type kill struct {
 		pid   int
@@ -188,19 +197,27 @@ func TestCrashRestart(t *testing.T) {
 	// pidAfterLast is the child started after the last kill: the final one,
 	// or one that finished the canary before it could be killed.
 	pidAfterLast := 0
-	for len(kills) < 20 {
-		cmd := child()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
+	for attempt := 0; len(kills) < 20; attempt++ {
+		if attempt == 100 {
+			t.Fatalf("only %d of 100 children were killed with a stored state", len(kills))
 		}
+		cmd, ready := child()
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
+		select {
+		case <-ready:
+		case err := <-exited:
+			t.Fatalf("child exited before its runner started: %v", err)
+		case <-time.After(60 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Fatal("child did not start its runner within 60s")
+		}
 		select {
 		case err := <-exited:
 			if err != nil {
 				t.Fatalf("child failed: %v", err)
 			}
-		case <-time.After(time.Duration(150+rng.IntN(500)) * time.Millisecond):
+		case <-time.After(time.Duration(rng.IntN(500)) * time.Millisecond):
 			_ = cmd.Process.Kill() // SIGKILL: no cleanup of any kind
 			<-exited
 		}
@@ -227,11 +244,8 @@ func TestCrashRestart(t *testing.T) {
 	t.Logf("%d kills: %v", len(kills), where)
 
 	// The last child finishes the canary.
-	final := child()
+	final, _ := child()
 	done := make(chan error, 1)
-	if err := final.Start(); err != nil {
-		t.Fatal(err)
-	}
 	go func() { done <- final.Wait() }()
 	if pidAfterLast == 0 {
 		pidAfterLast = final.Process.Pid
@@ -309,6 +323,26 @@ func TestCrashRestart(t *testing.T) {
 			t.Errorf("unexpected alert id %s", id)
 		}
 	}
+}
+
+// markerWriter closes seen once the marker has been written to it.
+type markerWriter struct {
+	marker []byte
+	seen   chan struct{}
+	buf    []byte
+	done   bool
+}
+
+func (w *markerWriter) Write(p []byte) (int, error) {
+	if !w.done {
+		w.buf = append(w.buf, p...)
+		if bytes.Contains(w.buf, w.marker) {
+			w.done = true
+			w.buf = nil
+			close(w.seen)
+		}
+	}
+	return len(p), nil
 }
 
 func storedState(t *testing.T, dir string) (rollout.State, bool) {
