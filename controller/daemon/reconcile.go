@@ -29,7 +29,7 @@ func (d *Daemon) apply(ctx context.Context, rev gitwatch.Revision) error {
 		rejected[r.Key] = r.Diagnostics
 	}
 	for _, c := range changes {
-		ev, ok := d.eventFor(c, rev, inForce, rejected)
+		ev, ok := d.eventFor(c, rev, rejected)
 		if !ok {
 			continue
 		}
@@ -39,7 +39,14 @@ func (d *Daemon) apply(ctx context.Context, rev gitwatch.Revision) error {
 		}
 		delete(rejected, c.Rollout)
 	}
-	// Rejected rollouts that the diff did not mention (new and invalid).
+	// Rollouts whose file no longer parses keep their spec in force; the
+	// diff leaves them out, so report the file's errors here.
+	for _, r := range inForce.Rollouts {
+		if _, named := rejected[r.Key]; !named && slices.Contains(rev.Set.Unreadable, r.File) && rev.Set.Rollout(r.Key) == nil {
+			rejected[r.Key] = fileDiagnostics(rev.Set, r.File)
+		}
+	}
+	// Rejected rollouts that the diff did not mention.
 	for key, diags := range rejected {
 		if _, err := d.runner.Do(ctx, key, rollout.Invalid{Commit: rev.Commit, Errors: diags}); err != nil {
 			return fmt.Errorf("apply commit %s to %s: %w", short(rev.Commit), key, err)
@@ -48,20 +55,14 @@ func (d *Daemon) apply(ctx context.Context, rev gitwatch.Revision) error {
 	return nil
 }
 
-// eventFor maps a diff to the state machine's event. A rollout missing from
-// the new set because its file is invalid or unreadable is not a deletion:
-// the spec in force keeps running and the errors are reported.
-func (d *Daemon) eventFor(c diffengine.Change, rev gitwatch.Revision, inForce *api.Set, rejected map[api.Key]api.Diagnostics) (rollout.Event, bool) {
+// eventFor maps a diff to the state machine's event; a rollout that is
+// named in the new commit but invalid gets its errors instead.
+func (d *Daemon) eventFor(c diffengine.Change, rev gitwatch.Revision, rejected map[api.Key]api.Diagnostics) (rollout.Event, bool) {
 	if diags, ok := rejected[c.Rollout]; ok {
 		return rollout.Invalid{Commit: rev.Commit, Errors: diags}, true
 	}
-	switch c.Class {
-	case diffengine.Unchanged:
+	if c.Class == diffengine.Unchanged {
 		return nil, false
-	case diffengine.Removed:
-		if old := inForce.Rollout(c.Rollout); old != nil && slices.Contains(rev.Set.Unreadable, old.File) {
-			return rollout.Invalid{Commit: rev.Commit, Errors: fileDiagnostics(rev.Set, old.File)}, true
-		}
 	}
 	ch := rollout.Change{Commit: rev.Commit, Class: rollout.Class(c.Class), Rollout: c.New}
 	if c.Risky {
