@@ -23,4 +23,4 @@ lint: vet
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 bench:
-	go test -run '^$$' -bench . -benchmem ./api/
+	go test -run '^$$' -bench . -benchmem ./api/ ./diffengine/
