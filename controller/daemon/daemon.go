@@ -40,7 +40,7 @@ type Daemon struct {
 	templates  *templates
 	meter      *trafficMeter
 	backend    *backend
-	api        http.Handler
+	api        *httpapi.Handler
 
 	xdsLis, httpLis net.Listener
 	synced          atomic.Bool // the first revision has been applied
@@ -228,6 +228,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 func (d *Daemon) serveHTTP(ctx context.Context) error {
 	srv := &http.Server{Handler: d.api, ReadHeaderTimeout: 10 * time.Second}
+	// Event streams never end on their own: close them so Shutdown returns.
+	srv.RegisterOnShutdown(d.api.CloseStreams)
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
