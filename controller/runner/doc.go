@@ -14,6 +14,10 @@
 // re-arms its timer, restarts its unfinished analysis runs and pushes its
 // traffic again.
 //
+// When a state cannot be persisted nothing of it is acted on: an operator
+// command or a commit gets the error, an internal event (ACK, timer,
+// verdict) is retried with back-off.
+//
 // Every status change is published to subscribers (the HTTP API's event
 // stream and the live view).
 package runner

@@ -23,7 +23,15 @@ type entry struct {
 	deadlines map[string]time.Time
 	runs      map[string]*analysisRun
 	ackCancel context.CancelFunc
+	// saveFailures counts consecutive failed saves, for the retry back-off.
+	saveFailures int
 }
+
+// Back-off of an internal event whose new state could not be persisted.
+const (
+	persistRetryMin = 100 * time.Millisecond
+	persistRetryMax = 30 * time.Second
+)
 
 func newEntry(s rollout.State) *entry {
 	return &entry{key: s.Key, state: s, timers: map[string]*time.Timer{}, deadlines: map[string]time.Time{}, runs: map[string]*analysisRun{}}
@@ -162,9 +170,22 @@ func (r *Runner) process(e *entry, j job) (res result) {
 		err = r.opts.Store.SaveRollout(e.key, b)
 	}
 	if err != nil {
-		r.log.Error("persist rollout state; event dropped", "rollout", e.key.String(), "event", eventName(j.ev), "err", err)
-		return result{state: old, err: fmt.Errorf("persist %s: %w", e.key, err)}
+		err = fmt.Errorf("persist %s: %w", e.key, err)
+		if j.reply != nil {
+			// The caller (an operator command, a commit) gets the error.
+			r.log.Error("persist rollout state; event refused", "rollout", e.key.String(), "event", eventName(j.ev), "err", err)
+			return result{state: old, err: err}
+		}
+		// An internal event (ACK, timer, verdict) must not be lost: try it
+		// again later, backing off while the store keeps failing.
+		e.saveFailures++
+		delay := min(persistRetryMin<<min(e.saveFailures-1, 10), persistRetryMax)
+		r.log.Error("persist rollout state; retrying the event", "rollout", e.key.String(), "event", eventName(j.ev), "in", delay, "err", err)
+		key, ev := e.key, j.ev
+		time.AfterFunc(delay, func() { r.Submit(key, ev) })
+		return result{state: old, err: err}
 	}
+	e.saveFailures = 0
 	e.deadlines = rec.Deadlines
 	r.mu.Lock()
 	e.state = next

@@ -378,3 +378,46 @@ func TestIsolation(t *testing.T) {
 		t.Fatalf("panicky after panic: %v", err)
 	}
 }
+
+// flakyStore fails the saves numbered in fail (1-based, over all keys).
+type flakyStore struct {
+	Store
+	mu   sync.Mutex
+	n    int
+	fail map[int]bool
+}
+
+func (f *flakyStore) SaveRollout(k api.Key, b []byte) error {
+	f.mu.Lock()
+	f.n++
+	bad := f.fail[f.n]
+	f.mu.Unlock()
+	if bad {
+		return errors.New("i/o error")
+	}
+	return f.Store.SaveRollout(k, b)
+}
+
+// TestPersistRetry: an internal event (here the ACK) whose state cannot be
+// saved is retried with back-off, never lost; nothing is acted on before
+// it is saved.
+func TestPersistRetry(t *testing.T) {
+	var flaky *flakyStore
+	e := newEnv(t, envOptions{storeWrap: func(s Store) Store {
+		// Saves: 1 = v1, 2 = v2, 3 and 4 = the ACK of v2's 20 %, failing.
+		flaky = &flakyStore{Store: s, fail: map[int]bool{3: true, 4: true}}
+		return flaky
+	}})
+	steps := []api.Step{setWeight(20), pause(time.Hour)}
+	e.do(checkout, rollout.Change{Commit: "1111111", Rollout: spec(checkout, "v1", steps...)})
+	e.do(checkout, rollout.Change{Commit: "2222222", Rollout: spec(checkout, "v2", steps...)})
+	s := e.waitState(checkout, "the pause after the retried ACK", func(s rollout.State) bool { return s.Timer != nil })
+	if s.StepIndex != 1 || s.Weights != api.CanaryWeights(20) {
+		t.Fatalf("step %d weights %+v", s.StepIndex, s.Weights)
+	}
+	flaky.mu.Lock()
+	defer flaky.mu.Unlock()
+	if flaky.n < 5 {
+		t.Fatalf("%d saves, want the ACK saved on its third try", flaky.n)
+	}
+}
