@@ -238,3 +238,9 @@ func lineOf(t *testing.T, text, s string) int {
 	t.Fatalf("%q not in text", s)
 	return 0
 }
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
