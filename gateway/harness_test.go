@@ -195,3 +195,18 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	return 0
 }
+
+// subscribers counts streams subscribed to one resource by name.
+func (s *Server) subscribers(t typeIdx, name string) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n := 0
+	for st := range s.streams {
+		st.mu.Lock()
+		if st.subscribesNamed(t, name) {
+			n++
+		}
+		st.mu.Unlock()
+	}
+	return n
+}

@@ -120,15 +120,17 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// GRPCServerOptions are the options Serve uses: transport credentials,
-// lenient keepalive, and static flow-control windows (no BDP pings from the
-// server on every stream).
+// grpcServerOptions are the options Serve uses: transport credentials,
+// lenient keepalive, static flow-control windows (no BDP pings from the
+// server on every stream), and a write buffer released between writes (an
+// idle xDS stream then holds no 32 KiB buffer).
 func (s *Server) grpcServerOptions() []grpc.ServerOption {
 	opts := []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(1 << 20),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.StaticStreamWindowSize(1 << 20),
 		grpc.StaticConnWindowSize(1 << 20),
+		grpc.SharedWriteBuffer(true),
 	}
 	if s.creds != nil {
 		opts = append(opts, grpc.Creds(s.creds))

@@ -55,6 +55,9 @@ func TestGRPCClients(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "two xds clients", func() bool { return srv.Clients() == 2 })
 	waitAck(t, srv.Server, host, ver)
+	if got := metricValue(t, srv.reg, "sluice_xds_clients"); got != 2 {
+		t.Errorf("sluice_xds_clients = %v, want 2", got)
+	}
 
 	splits := []struct {
 		name   string
@@ -83,6 +86,13 @@ func TestGRPCClients(t *testing.T) {
 			}
 			got := count(t, a, sp.n)
 			checkSplit(t, got, sp.n, float64(sp.canary)/100)
+			if sp.canary == 0 || sp.canary == 100 {
+				// Keep-warm: the cluster without weight stays referenced, so
+				// every gRPC client still subscribes to both clusters.
+				eventually(t, 10*time.Second, "both clusters subscribed by every client", func() bool {
+					return srv.subscribers(cds, ClusterName(checkout, Stable)) == 2 && srv.subscribers(cds, ClusterName(checkout, Canary)) == 2
+				})
+			}
 			if sp.canary == 0 || sp.canary == 100 {
 				got := count(t, b, 50)
 				checkSplit(t, got, 50, float64(sp.canary)/100)
@@ -188,6 +198,12 @@ func TestGRPCClients(t *testing.T) {
 		if len(nacks) == 0 || nacks[0].Detail == "" || len(nacks[0].Rollouts) != 1 || nacks[0].Rollouts[0] != checkout || nacks[0].Node == "" {
 			t.Errorf("OnNack got %+v, want detail, node and rollout", nacks)
 		}
+	})
+
+	t.Run("push metric", func(t *testing.T) {
+		eventually(t, 10*time.Second, "sluice_xds_push_seconds observations", func() bool {
+			return metricValue(t, srv.reg, "sluice_xds_push_seconds") >= 5
+		})
 	})
 
 	t.Run("server restart", func(t *testing.T) {
