@@ -379,33 +379,40 @@ func TestIsolation(t *testing.T) {
 	}
 }
 
-// flakyStore fails the saves numbered in fail (1-based, over all keys).
+// flakyStore fails the first failures saves of a state for which match holds.
 type flakyStore struct {
 	Store
-	mu   sync.Mutex
-	n    int
-	fail map[int]bool
+	match    func(rollout.State) bool
+	mu       sync.Mutex
+	failures int
+	tries    int
 }
 
 func (f *flakyStore) SaveRollout(k api.Key, b []byte) error {
-	f.mu.Lock()
-	f.n++
-	bad := f.fail[f.n]
-	f.mu.Unlock()
-	if bad {
-		return errors.New("i/o error")
+	rec, err := decodeRecord(b)
+	if err != nil {
+		return err
+	}
+	if f.match(rec.State) {
+		f.mu.Lock()
+		f.tries++
+		bad := f.tries <= f.failures
+		f.mu.Unlock()
+		if bad {
+			return errors.New("i/o error")
+		}
 	}
 	return f.Store.SaveRollout(k, b)
 }
 
-// TestPersistRetry: an internal event (here the ACK) whose state cannot be
-// saved is retried with back-off, never lost; nothing is acted on before
-// it is saved.
+// TestPersistRetry: an internal event (here the ACK of the canary's 20 %)
+// whose state cannot be saved is retried with back-off, never lost.
 func TestPersistRetry(t *testing.T) {
 	var flaky *flakyStore
 	e := newEnv(t, envOptions{storeWrap: func(s Store) Store {
-		// Saves: 1 = v1, 2 = v2, 3 and 4 = the ACK of v2's 20 %, failing.
-		flaky = &flakyStore{Store: s, fail: map[int]bool{3: true, 4: true}}
+		flaky = &flakyStore{Store: s, failures: 2, match: func(s rollout.State) bool {
+			return s.CanaryVersion == "v2" && s.StepIndex == 1
+		}}
 		return flaky
 	}})
 	steps := []api.Step{setWeight(20), pause(time.Hour)}
@@ -417,7 +424,7 @@ func TestPersistRetry(t *testing.T) {
 	}
 	flaky.mu.Lock()
 	defer flaky.mu.Unlock()
-	if flaky.n < 5 {
-		t.Fatalf("%d saves, want the ACK saved on its third try", flaky.n)
+	if flaky.tries != 3 {
+		t.Fatalf("the ACK's state was saved on try %d, want 3", flaky.tries)
 	}
 }
