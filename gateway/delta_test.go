@@ -2,12 +2,16 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/sluice-dev/sluice/api"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 )
 
@@ -137,4 +141,47 @@ func TestDelta(t *testing.T) {
 			t.Fatalf("got %s removed %v", r.GetTypeUrl(), got)
 		}
 	})
+}
+
+// TestDeltaNack checks that a delta NACK is recorded, reported, surfaced by
+// WaitForAck, and not answered by re-sending the rejected resource.
+func TestDeltaNack(t *testing.T) {
+	var got []Nack
+	var mu sync.Mutex
+	srv := startServer(t, "127.0.0.1:0", func(o *Options) {
+		o.OnNack = func(n Nack) { mu.Lock(); got = append(got, n); mu.Unlock() }
+	})
+	if _, err := srv.SetTraffic(traffic(nil)); err != nil {
+		t.Fatal(err)
+	}
+	c := newDeltaClient(t, srv.addr)
+	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: typeURLs[rds], ResourceNamesSubscribe: []string{EnvoyName}, Node: nodeProto("envoy-nack")})
+	c.ack(c.recv())
+	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: typeURLs[cds]})
+	c.ack(c.recv())
+
+	v, err := srv.SetTraffic(traffic(func(tr *api.Traffic) { tr.Weights = api.CanaryWeights(30) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.recv()
+	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce(), ErrorDetail: &statuspb.Status{Code: 3, Message: "delta says no"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.WaitForAck(ctx, host, v); !errors.Is(err, ErrNack) || !strings.Contains(err.Error(), "delta says no") {
+		t.Fatalf("WaitForAck = %v, want ErrNack with the detail", err)
+	}
+	// The next response is the next change (a new cluster), not the
+	// rejected route again.
+	if _, err := srv.SetTraffic(api.Traffic{Rollout: api.Key{Namespace: "shop", Name: "cart"}, Host: "cart.internal", StableEndpoints: []string{"127.0.0.1:9100"}, Weights: api.CanaryWeights(0)}); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.recv(); r.GetTypeUrl() != typeURLs[cds] {
+		t.Fatalf("after nack got %s, want the cluster change", r.GetTypeUrl())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0].Node != "envoy-nack" || got[0].Detail != "delta says no" || got[0].TypeURL != typeURLs[rds] {
+		t.Errorf("OnNack got %+v", got)
+	}
 }

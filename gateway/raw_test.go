@@ -3,7 +3,9 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -225,4 +227,53 @@ func TestSotwPerTypeVersions(t *testing.T) {
 		c.ack(r)
 		waitAck(t, srv.Server, host, v)
 	})
+}
+
+// TestSlowClientDoesNotBlockPublish publishes many large changes while one
+// client has stopped reading: SetTraffic keeps returning, and a healthy
+// client still converges on the newest version.
+func TestSlowClientDoesNotBlockPublish(t *testing.T) {
+	srv := startServer(t, "127.0.0.1:0", nil)
+	big := func(i int) api.Traffic {
+		return traffic(func(tr *api.Traffic) {
+			tr.Weights = api.CanaryWeights(int32(i % 100))
+			for j := range 300 {
+				tr.HeaderRoutes = append(tr.HeaderRoutes, api.HeaderRoute{
+					Name:  fmt.Sprintf("r%d-%d", i, j),
+					Match: []api.HeaderMatch{{HeaderName: "x-user", HeaderValue: api.StringMatch{Exact: strings.Repeat("u", 200) + fmt.Sprint(j)}}},
+				})
+			}
+		})
+	}
+	if _, err := srv.SetTraffic(big(0)); err != nil {
+		t.Fatal(err)
+	}
+	stuck := newSotwClient(t, srv.addr)
+	stuck.subscribe(typeURLs[rds], host) // then never reads again
+	healthy := newSotwClient(t, srv.addr)
+	healthy.subscribe(typeURLs[rds], host)
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1; i <= 60; i++ {
+			if _, err := srv.SetTraffic(big(i)); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("SetTraffic blocked behind a client that stopped reading")
+	}
+	// The healthy client ends on the newest routes; intermediate versions
+	// may be skipped (coalesced).
+	for {
+		r := healthy.recv()
+		healthy.ack(r)
+		if r.GetVersionInfo() == srv.snap.Load().types[rds].version() {
+			break
+		}
+	}
 }
