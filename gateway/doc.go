@@ -3,8 +3,7 @@
 // over ADS (state of the world and delta) to Envoy and to proxyless gRPC
 // clients dialing xds:///<host>. It tracks which version each connected
 // client ACKed or NACKed so the controller can wait until new routes are
-// live (Server.WaitForAck). It can also render the same traffic as Istio
-// VirtualService and DestinationRule objects (RenderIstio).
+// live. Package gateway/istio renders the same traffic as Istio objects.
 //
 // Resource shapes and names follow DESIGN §6:
 //
@@ -13,7 +12,30 @@
 //	route config     <host> (one virtual host), and sluice-http (all hosts)
 //	listener         <host> (api_listener for gRPC), sluice-http (Envoy port)
 //
-// Resources are immutable once built: every SetTraffic builds a new set,
-// validates it, and publishes it as a new generation; nothing is mutated in
-// place, so streams can encode and send a generation without locks.
+// Routes in a virtual host, in order: header routes (step order), the
+// sticky-canary cookie route (session affinity with canary weight > 0),
+// mirror routes (the weighted split plus request_mirror_policies), the
+// weighted default, and keep-warm routes that sit after the catch-all and
+// only keep a weightless cluster referenced (gRPC drops unreferenced
+// clusters and reconnecting costs seconds at scale). A header match on
+// "cookie" matches one cookie pair; see CookieRegex for exact, prefix and
+// regex semantics.
+//
+// Use:
+//
+//	s, err := gateway.New(gateway.Options{Logger: l, Registry: reg, EnvoyPort: 10000, TLS: tlsOpts, OnNack: f})
+//	go s.Serve(ctx, lis)                       // blocks until ctx ends
+//	v, err := s.SetTraffic(traffic)            // validate + publish; never waits for clients
+//	err = s.WaitForAck(ctx, traffic.Host, v)   // nil, ErrNack-wrapped, or ctx error
+//	err = s.Remove(key)
+//
+// Every publish is a new immutable generation: resources whose bytes did
+// not change keep their identity and generation, each resource type has
+// its own version, so a weight change re-sends only route configurations.
+// Streams are woken without blocking the publisher; a slow stream only ever
+// gets the newest state. A state-of-the-world response is encoded once per
+// distinct subscription and generation and the same bytes are written to
+// every stream with that subscription. A NACKed response is recorded
+// (sluice_xds_nacks_total, Options.OnNack, WaitForAck) and not sent again
+// until something in it changes.
 package gateway
