@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"math"
 )
 
 // Sampling constants from kube-scheduler (schedule_one.go).
@@ -57,7 +58,7 @@ func (s *Scheduler) findFeasible(ctx context.Context, pi *PodInfo) (feasible []i
 		if d, ok := p.(DomainFilterPlugin); ok {
 			if l, v := d.FilterDomains(ctx, &s.state, pi); l >= 0 {
 				// Decided per domain: no need to ask per node.
-				s.masks = append(s.masks, domainMask{doms: s.g.scanDom[l], verdicts: v})
+				s.masks = append(s.masks, domainMask{doms: s.g.scanDom[l], runs: s.g.scanRun[l], verdicts: v})
 				continue
 			}
 		}
@@ -93,10 +94,14 @@ func (s *Scheduler) findFeasible(ctx context.Context, pi *PodInfo) (feasible []i
 	return feasible, evaluated, nil
 }
 
-// filterWorker is one goroutine's part of a filter pass.
+// filterWorker is one goroutine's part of a filter pass. For each chunk it
+// drops the nodes of rejected domains, then runs the filters plugin by
+// plugin over the surviving candidates (a node leaves at its first
+// rejection, as with node-by-node filtering), batching where plugins allow.
 func (s *Scheduler) filterWorker(w int) {
 	c := &s.cyc
 	t := &s.tallies[w]
+	buf := &s.bufs[w]
 	n := len(c.scan)
 	for s.found.Load() < c.want {
 		k := int(s.nextChunk.Add(1) - 1)
@@ -104,50 +109,95 @@ func (s *Scheduler) filterWorker(w int) {
 			return
 		}
 		from, to := k*c.chunk, min(k*c.chunk+c.chunk, n)
-		found := int32(0)
-		for off := from; off < to; off++ {
+		cand := buf.cand[:0]
+		for off := from; off < to; {
 			idx := c.start + off
 			if idx >= n {
 				idx -= n
 			}
-			if st := s.maskVerdict(idx); st != nil {
-				t.add(st)
+			if st, run := s.maskVerdict(idx); st != nil {
+				// The whole run of nodes in that domain is rejected too.
+				run = min(run, to-off, n-idx)
+				t.addN(st, run)
+				off += run
 				continue
 			}
-			ns := &s.g.nodes[c.scan[idx]]
-			if st := runFilters(c.ctx, s.nodeFilters, &s.state, c.pod, ns); st != nil {
+			cand = append(cand, c.scan[idx])
+			off++
+		}
+		for _, f := range s.nodeFilters {
+			if len(cand) == 0 {
+				break
+			}
+			out := buf.out[:len(cand)]
+			if b, ok := f.(BatchFilterPlugin); ok {
+				b.FilterNodes(c.ctx, &s.state, c.pod, cand, out)
+			} else {
+				for i, id := range cand {
+					out[i] = f.Filter(c.ctx, &s.state, c.pod, &s.g.nodes[id])
+				}
+			}
+			kept := cand[:0]
+			for i, id := range cand {
+				st := out[i]
+				if st == nil {
+					kept = append(kept, id)
+					continue
+				}
 				if st.code == Error {
-					s.errs[w] = st
+					s.errs[w] = st.WithPlugin(f.Name())
 					s.found.Store(c.want) // stop everyone
 					return
 				}
+				if st.plugin == "" {
+					st = st.WithPlugin(f.Name())
+				}
 				t.add(st)
-				continue
 			}
-			s.feas[from+int(found)] = int32(off)
-			found++
+			cand = kept
 		}
-		s.chunkCount[k] = found
-		s.found.Add(found)
+		// Node IDs are scan positions (Graph.renumber), so each survivor's
+		// offset from the start is its ID minus the start, mod n.
+		for i, id := range cand {
+			off := int(id) - c.start
+			if off < 0 {
+				off += n
+			}
+			s.feas[from+i] = int32(off)
+		}
+		buf.cand = cand[:0]
+		s.chunkCount[k] = int32(len(cand))
+		s.found.Add(int32(len(cand)))
 	}
+}
+
+// filterBuf is one worker's scratch for a chunk.
+type filterBuf struct {
+	cand []int32
+	out  []*Status
 }
 
 // domainMask is one DomainFilterPlugin's verdicts for this cycle, with the
 // scan-ordered domain IDs of its level.
 type domainMask struct {
 	doms     []int32
+	runs     []int32
 	verdicts []*Status
 }
 
-// maskVerdict is the first domain rejection of the node at scan index idx.
-func (s *Scheduler) maskVerdict(idx int) *Status {
+// maskVerdict is the first domain rejection of the node at scan index idx
+// and how many nodes from idx on share it: all masks checked so far stay
+// constant over the run.
+func (s *Scheduler) maskVerdict(idx int) (*Status, int) {
+	run := math.MaxInt32
 	for i := range s.masks {
 		m := &s.masks[i]
+		run = min(run, int(m.runs[idx]))
 		if st := m.verdicts[m.doms[idx]]; st != nil {
-			return st
+			return st, run
 		}
 	}
-	return nil
+	return nil, 0
 }
 
 // scoreAndSelect runs PreScore, Score and NormalizeScore over the feasible
@@ -234,6 +284,13 @@ func (s *Scheduler) scoreWorker(w int) {
 		for _, i := range s.active {
 			sp := s.fw.score[i].p
 			sc := s.scores[i]
+			if b := s.fw.score[i].batch; b != nil {
+				if st := b.ScoreNodes(c.ctx, &s.state, c.pod, c.scan[from:to], sc[from:to]); st != nil {
+					s.errs[w] = st
+					return
+				}
+				continue
+			}
 			for j := from; j < to; j++ {
 				v, st := sp.Score(c.ctx, &s.state, c.pod, &s.g.nodes[c.scan[j]])
 				if st != nil {

@@ -25,6 +25,7 @@ type framework struct {
 
 type scorePlugin struct {
 	p      ScorePlugin
+	batch  BatchScorePlugin // nil when p scores one node at a time
 	ext    ScoreExtensions
 	weight int64
 	// preScore is the index in framework.preScore of the same plugin, or
@@ -83,7 +84,8 @@ func newFramework(g *Graph, reg Registry, cfg []PluginConfig) (*framework, error
 			if w < 0 {
 				return nil, fmt.Errorf("plugin %s: negative weight %d", pc.Name, w)
 			}
-			f.score = append(f.score, scorePlugin{p: x, ext: x.ScoreExtensions(), weight: w, preScore: pre})
+			b, _ := p.(BatchScorePlugin)
+			f.score = append(f.score, scorePlugin{p: x, batch: b, ext: x.ScoreExtensions(), weight: w, preScore: pre})
 		}
 		if x, ok := p.(ReservePlugin); ok {
 			f.reserve = append(f.reserve, x)
@@ -153,15 +155,17 @@ type tally struct {
 
 func (t *tally) reset() { t.st, t.n = t.st[:0], t.n[:0] }
 
-func (t *tally) add(st *Status) {
+func (t *tally) add(st *Status) { t.addN(st, 1) }
+
+func (t *tally) addN(st *Status, n int) {
 	for i, s := range t.st {
 		if s == st {
-			t.n[i]++
+			t.n[i] += n
 			return
 		}
 	}
 	t.st = append(t.st, st)
-	t.n = append(t.n, 1)
+	t.n = append(t.n, n)
 }
 
 // diagnosis merges tallies into a Diagnosis sorted by count, then reason,

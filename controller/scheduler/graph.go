@@ -54,17 +54,19 @@ type taintRec struct {
 // NodeState is the graph's record of one node. Plugins read it; only the
 // graph writes it.
 type NodeState struct {
-	// Hot fields first: filters and scores read these.
-	used     Resources // base + tracked pods
-	capacity Resources
-	dom      [MaxTopologyLevels]int32
-	cell     int32
-	id       int32
-	heat     float64 // scaled heat, see heat.go
-	taints   []taintRec
-	labels   []labelPair
+	// Hot fields first, laid out so that the filters read the first cache
+	// line and the scores the second; labels are read only on a selector
+	// memo miss.
 	cordoned bool
 	live     bool
+	id       int32
+	cell     int32
+	used     Resources // base + tracked pods
+	capacity Resources
+	taints   []taintRec
+	dom      [MaxTopologyLevels]int32
+	heat     float64 // scaled heat, see heat.go
+	labels   []labelPair
 
 	name string
 	pos  int32     // index in Graph.order

@@ -159,14 +159,16 @@ func TestGraphScanInterleavesZones(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range (clusterSpec{zones: 3, racks: 2, perRack: 2, cpu: 1000, mem: 1 << 30, pods: 10}).nodes() {
+	for _, n := range (clusterSpec{zones: 3, racks: 2, perRack: 8, cpu: 1000, mem: 1 << 30, pods: 10}).nodes() {
 		if err := g.AddNode(n); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// Blocks of scanBlock nodes per zone, zones in turn.
 	var zones []string
-	for _, id := range g.scanOrder()[:6] {
-		zones = append(zones, g.strs.str(g.domains[g.nodes[id].dom[0]].value))
+	scan := g.scanOrder()
+	for i := 0; i < 6*scanBlock; i += scanBlock {
+		zones = append(zones, g.strs.str(g.domains[g.nodes[scan[i]].dom[0]].value))
 	}
 	want := []string{"zone-0", "zone-1", "zone-2", "zone-0", "zone-1", "zone-2"}
 	if !slices.Equal(zones, want) {

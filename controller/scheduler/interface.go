@@ -27,6 +27,14 @@ type FilterPlugin interface {
 	Filter(ctx context.Context, state *CycleState, pod *PodInfo, node *NodeState) *Status
 }
 
+// BatchFilterPlugin is optional for filter plugins: FilterNodes checks many
+// nodes (by ID) in one call and writes each verdict (nil or a rejection)
+// to out. It must agree with Filter.
+type BatchFilterPlugin interface {
+	FilterPlugin
+	FilterNodes(ctx context.Context, state *CycleState, pod *PodInfo, nodes []int32, out []*Status)
+}
+
 // DomainFilterPlugin is optional for filter plugins whose verdict on a node
 // depends only on the node's domain at one topology level (for example
 // failure-domain isolation). After PreFilter the cycle asks for one verdict
@@ -62,6 +70,15 @@ type ScorePlugin interface {
 	Score(ctx context.Context, state *CycleState, pod *PodInfo, node *NodeState) (int64, *Status)
 	// ScoreExtensions returns nil when raw scores are already in range.
 	ScoreExtensions() ScoreExtensions
+}
+
+// BatchScorePlugin is optional for score plugins: ScoreNodes scores many
+// nodes (by ID) in one call, which saves an interface call and a state
+// lookup per node on the hot path. It must give exactly what Score gives
+// (Explain uses Score, and a test compares the two).
+type BatchScorePlugin interface {
+	ScorePlugin
+	ScoreNodes(ctx context.Context, state *CycleState, pod *PodInfo, nodes []int32, scores []int64) *Status
 }
 
 // ScoreExtensions normalises one plugin's scores in place; scores[i]

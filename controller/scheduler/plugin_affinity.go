@@ -42,8 +42,9 @@ type selectorMemo struct {
 }
 
 var (
-	_ PreFilterPlugin = &NodeAffinity{}
-	_ FilterPlugin    = &NodeAffinity{}
+	_ PreFilterPlugin   = &NodeAffinity{}
+	_ FilterPlugin      = &NodeAffinity{}
+	_ BatchFilterPlugin = &NodeAffinity{}
 )
 
 // NewNodeAffinity builds the filter. It takes no args.
@@ -174,6 +175,17 @@ func (a *NodeAffinity) Filter(_ context.Context, state *CycleState, pod *PodInfo
 	}
 	m.verdict[n.id] = 2
 	return a.mismatch
+}
+
+// FilterNodes implements BatchFilterPlugin.
+func (a *NodeAffinity) FilterNodes(ctx context.Context, state *CycleState, pod *PodInfo, ids []int32, out []*Status) {
+	if m, _ := state.Read(a.key).(*selectorMemo); m == nil && len(pod.selector) == 0 && len(pod.termEnds) == 0 {
+		clear(out)
+		return
+	}
+	for i, id := range ids {
+		out[i] = a.Filter(ctx, state, pod, &a.g.nodes[id])
+	}
 }
 
 func matchesSelector(sel []labelPair, reqs []compiledReq, termEnds []int, vals []int32, n *NodeState) bool {

@@ -10,20 +10,23 @@ const NodeResourcesFitName = "NodeResourcesFit"
 
 // Fit rejects nodes without room for the pod's CPU, memory or pod slot.
 type Fit struct {
+	g                                                *Graph
 	insufficientCPU, insufficientMemory, tooManyPods *Status
 }
 
 var (
-	_ FilterPlugin    = &Fit{}
-	_ FilterExplainer = &Fit{}
+	_ FilterPlugin      = &Fit{}
+	_ BatchFilterPlugin = &Fit{}
+	_ FilterExplainer   = &Fit{}
 )
 
 // NewFit builds the resource fit filter. It takes no args.
-func NewFit(args any, _ Handle) (Plugin, error) {
+func NewFit(args any, h Handle) (Plugin, error) {
 	if args != nil {
 		return nil, fmt.Errorf("%s: unexpected args %T", NodeResourcesFitName, args)
 	}
 	return &Fit{
+		g:                  h.Graph(),
 		insufficientCPU:    NewStatus(Unschedulable, "Insufficient cpu").WithPlugin(NodeResourcesFitName),
 		insufficientMemory: NewStatus(Unschedulable, "Insufficient memory").WithPlugin(NodeResourcesFitName),
 		tooManyPods:        NewStatus(Unschedulable, "Too many pods").WithPlugin(NodeResourcesFitName),
@@ -44,6 +47,13 @@ func (f *Fit) Filter(_ context.Context, _ *CycleState, pod *PodInfo, n *NodeStat
 		return f.insufficientMemory
 	}
 	return nil
+}
+
+// FilterNodes implements BatchFilterPlugin.
+func (f *Fit) FilterNodes(ctx context.Context, state *CycleState, pod *PodInfo, ids []int32, out []*Status) {
+	for i, id := range ids {
+		out[i] = f.Filter(ctx, state, pod, &f.g.nodes[id])
+	}
 }
 
 // ExplainFilter implements FilterExplainer.

@@ -20,8 +20,9 @@ const (
 type LeastHeat struct{ g *Graph }
 
 var (
-	_ ScorePlugin     = &LeastHeat{}
-	_ ScoreExtensions = &LeastHeat{}
+	_ ScorePlugin      = &LeastHeat{}
+	_ BatchScorePlugin = &LeastHeat{}
+	_ ScoreExtensions  = &LeastHeat{}
 )
 
 // NewLeastHeat builds the plugin. It takes no args.
@@ -37,7 +38,16 @@ func (p *LeastHeat) Name() string { return LeastHeatName }
 
 // Score implements ScorePlugin.
 func (p *LeastHeat) Score(_ context.Context, _ *CycleState, _ *PodInfo, n *NodeState) (int64, *Status) {
-	return int64(n.heat / p.g.scale * 1e6), nil
+	return int64(n.heat * (1e6 / p.g.scale)), nil
+}
+
+// ScoreNodes implements BatchScorePlugin.
+func (p *LeastHeat) ScoreNodes(_ context.Context, _ *CycleState, _ *PodInfo, ids []int32, out []int64) *Status {
+	inv := 1e6 / p.g.scale
+	for i, id := range ids {
+		out[i] = int64(p.g.nodes[id].heat * inv)
+	}
+	return nil
 }
 
 // ScoreExtensions implements ScorePlugin.
@@ -108,9 +118,10 @@ type DependencyAffinity struct {
 }
 
 var (
-	_ PreScorePlugin  = &DependencyAffinity{}
-	_ ScorePlugin     = &DependencyAffinity{}
-	_ ScoreExtensions = &DependencyAffinity{}
+	_ PreScorePlugin   = &DependencyAffinity{}
+	_ ScorePlugin      = &DependencyAffinity{}
+	_ BatchScorePlugin = &DependencyAffinity{}
+	_ ScoreExtensions  = &DependencyAffinity{}
 )
 
 // NewDependencyAffinity builds the plugin from *DependencyAffinityArgs.
@@ -171,6 +182,14 @@ func (p *DependencyAffinity) Score(_ context.Context, _ *CycleState, pod *PodInf
 	return s, nil
 }
 
+// ScoreNodes implements BatchScorePlugin.
+func (p *DependencyAffinity) ScoreNodes(ctx context.Context, state *CycleState, pod *PodInfo, ids []int32, out []int64) *Status {
+	for i, id := range ids {
+		out[i], _ = p.Score(ctx, state, pod, &p.g.nodes[id])
+	}
+	return nil
+}
+
 // ScoreExtensions implements ScorePlugin.
 func (p *DependencyAffinity) ScoreExtensions() ScoreExtensions { return p }
 
@@ -193,9 +212,10 @@ type TopologySpread struct {
 }
 
 var (
-	_ PreScorePlugin  = &TopologySpread{}
-	_ ScorePlugin     = &TopologySpread{}
-	_ ScoreExtensions = &TopologySpread{}
+	_ PreScorePlugin   = &TopologySpread{}
+	_ ScorePlugin      = &TopologySpread{}
+	_ BatchScorePlugin = &TopologySpread{}
+	_ ScoreExtensions  = &TopologySpread{}
 )
 
 // NewTopologySpread builds the plugin from *TopologySpreadArgs.
@@ -235,6 +255,15 @@ func (p *TopologySpread) Score(_ context.Context, _ *CycleState, pod *PodInfo, n
 	return int64(p.g.counters[pod.group].dom[n.dom[p.level]]), nil
 }
 
+// ScoreNodes implements BatchScorePlugin.
+func (p *TopologySpread) ScoreNodes(_ context.Context, _ *CycleState, pod *PodInfo, ids []int32, out []int64) *Status {
+	c := p.g.counters[pod.group].dom
+	for i, id := range ids {
+		out[i] = int64(c[p.g.nodes[id].dom[p.level]])
+	}
+	return nil
+}
+
 // ScoreExtensions implements ScorePlugin.
 func (p *TopologySpread) ScoreExtensions() ScoreExtensions { return p }
 
@@ -252,8 +281,9 @@ func (p *TopologySpread) NormalizeScore(_ context.Context, _ *CycleState, _ *Pod
 type BaselineMatch struct{ g *Graph }
 
 var (
-	_ PreScorePlugin = &BaselineMatch{}
-	_ ScorePlugin    = &BaselineMatch{}
+	_ PreScorePlugin   = &BaselineMatch{}
+	_ ScorePlugin      = &BaselineMatch{}
+	_ BatchScorePlugin = &BaselineMatch{}
 )
 
 // NewBaselineMatch builds the plugin. It takes no args.
@@ -288,6 +318,14 @@ func (p *BaselineMatch) Score(_ context.Context, _ *CycleState, pod *PodInfo, n 
 		return 33, nil
 	}
 	return 0, nil
+}
+
+// ScoreNodes implements BatchScorePlugin.
+func (p *BaselineMatch) ScoreNodes(ctx context.Context, state *CycleState, pod *PodInfo, ids []int32, out []int64) *Status {
+	for i, id := range ids {
+		out[i], _ = p.Score(ctx, state, pod, &p.g.nodes[id])
+	}
+	return nil
 }
 
 // ScoreExtensions implements ScorePlugin.

@@ -16,8 +16,9 @@ type TaintToleration struct {
 }
 
 var (
-	_ FilterPlugin    = &TaintToleration{}
-	_ FilterExplainer = &TaintToleration{}
+	_ FilterPlugin      = &TaintToleration{}
+	_ BatchFilterPlugin = &TaintToleration{}
+	_ FilterExplainer   = &TaintToleration{}
 )
 
 // NewTaintToleration builds the filter. It takes no args.
@@ -44,6 +45,13 @@ func (t *TaintToleration) Filter(_ context.Context, _ *CycleState, pod *PodInfo,
 		return t.untolerated
 	}
 	return nil
+}
+
+// FilterNodes implements BatchFilterPlugin.
+func (t *TaintToleration) FilterNodes(ctx context.Context, state *CycleState, pod *PodInfo, ids []int32, out []*Status) {
+	for i, id := range ids {
+		out[i] = t.Filter(ctx, state, pod, &t.g.nodes[id])
+	}
 }
 
 // ExplainFilter implements FilterExplainer: it names the taint.

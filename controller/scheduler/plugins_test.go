@@ -80,6 +80,15 @@ func (h *harness) score(pod Pod) map[string]int64 {
 		}
 		sc[i] = v
 	}
+	if b, ok := h.p.(BatchScorePlugin); ok {
+		batch := make([]int64, len(ids))
+		if st := b.ScoreNodes(ctx, &h.state, &pi, ids, batch); st != nil {
+			h.t.Fatalf("ScoreNodes: %v", st)
+		}
+		if !slices.Equal(batch, sc) {
+			h.t.Fatalf("ScoreNodes = %v, Score gives %v", batch, sc)
+		}
+	}
 	if ext := sp.ScoreExtensions(); ext != nil {
 		if st := ext.NormalizeScore(ctx, &h.state, &pi, sc); st != nil {
 			h.t.Fatalf("NormalizeScore: %v", st)

@@ -73,6 +73,7 @@ type Scheduler struct {
 	feas        []int32
 	chunkCount  []int32
 	tallies     []tally
+	bufs        []filterBuf
 	errs        []*Status
 	feasible    []int32
 	masks       []domainMask
@@ -145,6 +146,10 @@ func New(opts Options) (*Scheduler, error) {
 		tallies: make([]tally, opts.Parallelism),
 		errs:    make([]*Status, opts.Parallelism),
 		scores:  make([][]int64, len(fw.score)),
+	}
+	s.bufs = make([]filterBuf, opts.Parallelism)
+	for i := range s.bufs {
+		s.bufs[i] = filterBuf{cand: make([]int32, 0, opts.ChunkSize), out: make([]*Status, opts.ChunkSize)}
 	}
 	s.queue.init(opts.QueueSize)
 	s.filterTask = s.filterWorker

@@ -18,6 +18,7 @@ type topology struct {
 	order     []int32
 	scan      []int32
 	scanDom   [][]int32 // scanDom[l][i] is the level-l domain of node scan[i]
+	scanRun   [][]int32 // scanRun[l][i] counts nodes from i on in the same level-l domain
 	scanDirty bool
 }
 
@@ -138,25 +139,71 @@ func (g *Graph) removeFromTopology(id int32) {
 }
 
 // scanOrder returns the interleaved node order, rebuilding it if nodes
-// were added or removed since the last call.
+// were added or removed since the last call. The rebuild also renumbers
+// the nodes so that node IDs follow scan order: a filter pass then walks
+// the node slice forwards instead of jumping around it, which matters once
+// the slice outgrows the CPU caches (50,000 nodes is about 10 MB).
 func (g *Graph) scanOrder() []int32 {
 	if g.scanDirty || len(g.scan) != len(g.order) {
-		g.scan = g.interleave(g.roots, g.scan[:0])
-		g.scanDom = g.scanDom[:0]
+		g.renumber(g.interleave(g.roots, nil))
+		g.scan = g.scan[:0]
+		for i := range g.order {
+			g.scan = append(g.scan, int32(i))
+		}
+		g.scanDom, g.scanRun = g.scanDom[:0], g.scanRun[:0]
 		for l := 0; l < g.levels; l++ {
 			doms := make([]int32, len(g.scan))
-			for i, id := range g.scan {
-				doms[i] = g.nodes[id].dom[l]
+			for i := range g.scan {
+				doms[i] = g.nodes[i].dom[l]
+			}
+			run := make([]int32, len(g.scan))
+			for i := len(run) - 1; i >= 0; i-- {
+				run[i] = 1
+				if i+1 < len(run) && doms[i+1] == doms[i] {
+					run[i] = run[i+1] + 1
+				}
 			}
 			g.scanDom = append(g.scanDom, doms)
+			g.scanRun = append(g.scanRun, run)
 		}
 		g.scanDirty = false
 	}
 	return g.scan
 }
 
-// interleave appends the nodes of domains ds round-robin: first node of
-// each domain, then the second of each, and so on, recursively.
+// renumber moves the live nodes to IDs 0..n-1 in the given order and
+// rewrites every stored node ID. Caches keyed by node ID see nodeGen move.
+func (g *Graph) renumber(scan []int32) {
+	newID := make([]int32, len(g.nodes))
+	nodes := make([]NodeState, len(scan), len(scan)+len(scan)/8)
+	for i, old := range scan {
+		nodes[i] = g.nodes[old]
+		nodes[i].id = int32(i)
+		newID[old] = int32(i)
+	}
+	g.nodes, g.free = nodes, g.free[:0]
+	for i := range g.order {
+		g.order[i] = newID[g.order[i]]
+	}
+	for name, id := range g.byName {
+		g.byName[name] = newID[id]
+	}
+	for i := range g.podRecs {
+		if g.podRecs[i].occupied {
+			g.podRecs[i].node = newID[g.podRecs[i].node]
+		}
+	}
+	g.nodeGen++
+}
+
+// scanBlock is how many consecutive nodes of one domain the scan order
+// takes before moving to the next domain. Blocks keep sampling spread over
+// domains while letting a filter pass skip a rejected domain's block in one
+// step (Graph.scanRun).
+const scanBlock = 8
+
+// interleave appends the nodes of domains ds round-robin, a block of
+// scanBlock nodes from each domain in turn, recursively.
 func (g *Graph) interleave(ds []int32, out []int32) []int32 {
 	lists := make([][]int32, 0, len(ds))
 	for _, d := range ds {
@@ -170,11 +217,11 @@ func (g *Graph) interleave(ds []int32, out []int32) []int32 {
 			lists = append(lists, g.interleave(dom.children, nil))
 		}
 	}
-	for i := 0; ; i++ {
+	for i := 0; ; i += scanBlock {
 		added := false
 		for _, l := range lists {
 			if i < len(l) {
-				out = append(out, l[i])
+				out = append(out, l[i:min(i+scanBlock, len(l))]...)
 				added = true
 			}
 		}
