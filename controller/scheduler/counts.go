@@ -122,7 +122,7 @@ func (g *Graph) track(name string, group, service int32, req Resources, ns *Node
 	req.Pods = 1
 	g.podRecs[r] = podRec{name: name, node: ns.id, group: group, service: service, req: req, heatAdd: heat, occupied: true}
 	g.pods[name] = r
-	ns.used = ns.used.Add(req)
+	ns.free = ns.free.Sub(req)
 	ns.heat += heat
 	g.bump(group, ns, 1)
 	if service != group {
@@ -146,7 +146,7 @@ func (g *Graph) RemovePod(name string) error {
 func (g *Graph) untrack(r int32, withHeat bool) {
 	rec := &g.podRecs[r]
 	ns := &g.nodes[rec.node]
-	ns.used = ns.used.Sub(rec.req)
+	ns.free = ns.free.Add(rec.req)
 	if withHeat {
 		ns.heat -= rec.heatAdd
 	}
@@ -190,7 +190,7 @@ func (g *Graph) PodNode(name string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return g.nodes[g.podRecs[r].node].name, true
+	return g.cold[g.podRecs[r].node].name, true
 }
 
 // DomainCount is how many pods of one group or service sit in a domain.

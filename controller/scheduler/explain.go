@@ -78,7 +78,7 @@ func (s *Scheduler) Explain(ctx context.Context, pod *Pod, topN int) (*Explanati
 				continue
 			}
 			if st.Code() == Error {
-				return nil, fmt.Errorf("explain %s: filter %s on %s: %w", pod.Name, p.Name(), ns.name, st.AsError())
+				return nil, fmt.Errorf("explain %s: filter %s on %s: %w", pod.Name, p.Name(), s.g.cold[id].name, st.AsError())
 			}
 			r := Rejection{Plugin: p.Name(), Reason: st.Reason()}
 			if x, ok := p.(FilterExplainer); ok {
@@ -96,7 +96,7 @@ func (s *Scheduler) Explain(ctx context.Context, pod *Pod, topN int) (*Explanati
 			feasible = append(feasible, id)
 			continue
 		}
-		rej.Node = ns.name
+		rej.Node = s.g.cold[id].name
 		ex.Filtered = append(ex.Filtered, rej)
 	}
 	slices.SortStableFunc(ex.Reasons, func(a, b ReasonCount) int { return b.Count - a.Count })
@@ -120,7 +120,7 @@ func (s *Scheduler) explainScores(ctx context.Context, pi *PodInfo, feasible []i
 	}
 	out := make([]NodeScore, len(feasible))
 	for i, id := range feasible {
-		out[i].Node = s.g.nodes[id].name
+		out[i].Node = s.g.cold[id].name
 	}
 	for _, k := range s.active {
 		sp := s.fw.score[k]

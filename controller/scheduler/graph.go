@@ -9,8 +9,9 @@ import (
 )
 
 // MaxTopologyLevels bounds the topology keys a graph may use, so each node
-// keeps its domain path in a fixed-size array.
-const MaxTopologyLevels = 6
+// keeps its domain path in a fixed-size array and its hot state fits one
+// cache line.
+const MaxTopologyLevels = 4
 
 // Well-known node label keys.
 const (
@@ -51,44 +52,47 @@ type taintRec struct {
 	effect   TaintEffect
 }
 
-// NodeState is the graph's record of one node. Plugins read it; only the
-// graph writes it.
+// NodeState is what filters and scores read of one node: the hot part of
+// the graph's record, packed into one 64-byte cache line (Graph.nodes is a
+// slice of them, in scan order). The rest (name, labels, taints, capacity)
+// lives in Graph.cold. Only the graph writes either.
 type NodeState struct {
-	// Hot fields first, laid out so that the filters read the first cache
-	// line and the scores the second; labels are read only on a selector
-	// memo miss.
-	cordoned bool
-	live     bool
-	id       int32
-	cell     int32
-	used     Resources // base + tracked pods
-	capacity Resources
-	taints   []taintRec
-	dom      [MaxTopologyLevels]int32
-	heat     float64 // scaled heat, see heat.go
-	labels   []labelPair
-
-	name string
-	pos  int32     // index in Graph.order
-	typ  int32     // node type value ID
-	base Resources // allocated by pods the graph does not track
+	free  Resources // capacity minus every pod on the node, tracked or not
+	heat  float64   // scaled heat, see heat.go
+	dom   [MaxTopologyLevels]int32
+	cell  int32
+	id    int32
+	flags uint8
 }
 
-// Name is the node name.
-func (n *NodeState) Name() string { return n.name }
+// Node flags.
+const (
+	flagCordoned uint8 = 1 << iota
+	flagTainted        // has a NoSchedule or NoExecute taint
+)
 
-// ID is the node's index in the graph.
+// nodeCold is the part of a node record the hot path does not read.
+type nodeCold struct {
+	name     string
+	pos      int32 // index in Graph.order
+	typ      int32 // node type value ID
+	live     bool
+	capacity Resources
+	base     Resources // allocated by pods the graph does not track
+	labels   []labelPair
+	taints   []taintRec
+}
+
+// ID is the node's index in the graph (stable until nodes are added or
+// removed; see Graph.renumber).
 func (n *NodeState) ID() int32 { return n.id }
 
-// Capacity is the node's allocatable resources.
-func (n *NodeState) Capacity() Resources { return n.capacity }
-
-// Used is what pods use on the node, tracked or not.
-func (n *NodeState) Used() Resources { return n.used }
+// Free is what the node has left for new pods.
+func (n *NodeState) Free() Resources { return n.free }
 
 // label returns the value ID of key on the node, or -1.
-func (n *NodeState) label(key int32) int32 {
-	for _, l := range n.labels {
+func (c *nodeCold) label(key int32) int32 {
+	for _, l := range c.labels {
 		if l.key == key {
 			return l.val
 		}
@@ -106,6 +110,7 @@ type Graph struct {
 	cellLevel int
 
 	nodes  []NodeState
+	cold   []nodeCold
 	free   []int32
 	byName map[string]int32
 	live   int
@@ -167,6 +172,9 @@ func (g *Graph) NumNodes() int { return g.live }
 // Level returns the level index of a topology key, or -1.
 func (g *Graph) Level(key string) int { return slices.Index(g.opts.TopologyKeys, key) }
 
+// NodeName is the name of node id.
+func (g *Graph) NodeName(id int32) string { return g.cold[id].name }
+
 // node returns the live node with the given name.
 func (g *Graph) node(name string) (*NodeState, bool) {
 	id, ok := g.byName[name]
@@ -190,11 +198,13 @@ func (g *Graph) AddNode(n Node) error {
 	} else {
 		id = int32(len(g.nodes))
 		g.nodes = append(g.nodes, NodeState{})
+		g.cold = append(g.cold, nodeCold{})
 	}
-	ns := &g.nodes[id]
-	*ns = NodeState{name: n.Name, id: id, live: true}
+	ns, c := &g.nodes[id], &g.cold[id]
+	*ns = NodeState{id: id}
+	c.name, c.live = n.Name, true
 	g.fill(ns, n)
-	ns.used = ns.base
+	ns.free = c.capacity.Sub(c.base)
 	ns.heat = g.scaleHeat(n.Heat)
 	g.byName[n.Name] = id
 	g.live++
@@ -203,28 +213,35 @@ func (g *Graph) AddNode(n Node) error {
 	return nil
 }
 
-// fill copies the node's labels, taints and resources into ns and resolves
-// its topology values (not yet its domains).
+// fill copies the node's labels, taints and resources into the record and
+// resolves its type (not yet its domains).
 func (g *Graph) fill(ns *NodeState, n Node) {
-	ns.labels = ns.labels[:0]
+	c := &g.cold[ns.id]
+	c.labels = c.labels[:0]
 	for k, v := range n.Labels {
-		ns.labels = append(ns.labels, labelPair{key: g.strs.intern(k), val: g.strs.intern(v)})
+		c.labels = append(c.labels, labelPair{key: g.strs.intern(k), val: g.strs.intern(v)})
 	}
-	slices.SortFunc(ns.labels, func(a, b labelPair) int { return int(a.key - b.key) })
-	ns.taints = ns.taints[:0]
+	slices.SortFunc(c.labels, func(a, b labelPair) int { return int(a.key - b.key) })
+	c.taints = c.taints[:0]
+	ns.flags = 0
 	for _, t := range n.Taints {
-		ns.taints = append(ns.taints, taintRec{key: g.strs.intern(t.Key), val: g.strs.intern(t.Value), effect: t.Effect})
+		c.taints = append(c.taints, taintRec{key: g.strs.intern(t.Key), val: g.strs.intern(t.Value), effect: t.Effect})
+		if t.Effect != TaintPreferNoSchedule {
+			ns.flags |= flagTainted
+		}
 	}
-	ns.capacity = n.Capacity
-	ns.base = n.Allocated
-	ns.cordoned = n.Unschedulable
-	ns.typ = max(ns.label(g.typeKey), 0)
+	if n.Unschedulable {
+		ns.flags |= flagCordoned
+	}
+	c.capacity = n.Capacity
+	c.base = n.Allocated
+	c.typ = max(c.label(g.typeKey), 0)
 }
 
 // topologyValues returns the node's value ID per level ("" when missing).
 func (g *Graph) topologyValues(ns *NodeState) (vals [MaxTopologyLevels]int32) {
 	for l, k := range g.levelKeys {
-		vals[l] = max(ns.label(k), 0)
+		vals[l] = max(g.cold[ns.id].label(k), 0)
 	}
 	return vals
 }
@@ -237,13 +254,14 @@ func (g *Graph) UpdateNode(n Node) error {
 	if !ok {
 		return fmt.Errorf("update node %s: %w", n.Name, ErrNodeNotFound)
 	}
-	oldVals, oldTyp := g.topologyValues(ns), ns.typ
-	tracked := ns.used.Sub(ns.base)
+	c := &g.cold[ns.id]
+	oldVals, oldTyp := g.topologyValues(ns), c.typ
+	tracked := c.capacity.Sub(c.base).Sub(ns.free)
 	g.fill(ns, n)
-	ns.used = ns.base.Add(tracked)
+	ns.free = c.capacity.Sub(c.base).Sub(tracked)
 	ns.heat = g.scaleHeat(n.Heat)
 	g.nodeGen++
-	if g.topologyValues(ns) == oldVals && ns.typ == oldTyp {
+	if g.topologyValues(ns) == oldVals && c.typ == oldTyp {
 		return nil
 	}
 	g.countNodePods(ns.id, -1)
@@ -264,7 +282,9 @@ func (g *Graph) RemoveNode(name string) error {
 	g.forgetNodePods(id)
 	g.removeFromTopology(id)
 	delete(g.byName, name)
-	g.nodes[id] = NodeState{id: id, labels: ns.labels[:0], taints: ns.taints[:0]}
+	g.nodes[id] = NodeState{id: id}
+	c := &g.cold[id]
+	*c = nodeCold{labels: c.labels[:0], taints: c.taints[:0]}
 	g.free = append(g.free, id)
 	g.live--
 	return nil
@@ -287,7 +307,8 @@ func (g *Graph) Node(name string) (NodeSummary, bool) {
 	if !ok {
 		return NodeSummary{}, false
 	}
-	s := NodeSummary{Name: ns.name, Capacity: ns.capacity, Used: ns.used, Heat: g.effectiveHeat(ns), Type: g.strs.str(ns.typ)}
+	c := &g.cold[ns.id]
+	s := NodeSummary{Name: c.name, Capacity: c.capacity, Used: c.capacity.Sub(ns.free), Heat: g.effectiveHeat(ns), Type: g.strs.str(c.typ)}
 	for l := range g.levelKeys {
 		s.Domains = append(s.Domains, g.strs.str(g.domains[ns.dom[l]].value))
 	}
@@ -298,7 +319,7 @@ func (g *Graph) Node(name string) (NodeSummary, bool) {
 func (g *Graph) NodeNames() []string {
 	out := make([]string, 0, len(g.order))
 	for _, id := range g.order {
-		out = append(out, g.nodes[id].name)
+		out = append(out, g.cold[id].name)
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // checkGraph verifies the topology invariants: order holds exactly the live
@@ -18,8 +19,8 @@ func checkGraph(t *testing.T, g *Graph) {
 		t.Fatalf("order has %d nodes, live %d", len(g.order), g.live)
 	}
 	for i, id := range g.order {
-		if !g.nodes[id].live || g.nodes[id].pos != int32(i) {
-			t.Fatalf("order[%d]=%d: live=%v pos=%d", i, id, g.nodes[id].live, g.nodes[id].pos)
+		if !g.cold[id].live || g.cold[id].pos != int32(i) || g.nodes[id].id != id {
+			t.Fatalf("order[%d]=%d: live=%v pos=%d id=%d", i, id, g.cold[id].live, g.cold[id].pos, g.nodes[id].id)
 		}
 	}
 	for d := range g.domains {
@@ -27,7 +28,7 @@ func checkGraph(t *testing.T, g *Graph) {
 		for i := int32(0); i < int32(len(g.order)); i++ {
 			in := g.nodes[g.order[i]].dom[dom.level] == int32(d)
 			if in != (i >= dom.start && i < dom.end) {
-				t.Fatalf("domain %s [%d,%d): node %s at %d in=%v", g.domainName(int32(d)), dom.start, dom.end, g.nodes[g.order[i]].name, i, in)
+				t.Fatalf("domain %s [%d,%d): node %s at %d in=%v", g.domainName(int32(d)), dom.start, dom.end, g.cold[g.order[i]].name, i, in)
 			}
 		}
 	}
@@ -109,7 +110,7 @@ func TestGraphTopologyUpdates(t *testing.T) {
 				d := g.domainIdx[domainKey{-1, g.strs.lookup(zone)}]
 				var got []string
 				for _, id := range g.order[g.domains[d].start:g.domains[d].end] {
-					got = append(got, g.nodes[id].name)
+					got = append(got, g.cold[id].name)
 				}
 				if !slices.Equal(got, want) {
 					t.Errorf("zone %s nodes = %v, want %v", zone, got, want)
@@ -283,4 +284,12 @@ func ExampleGraph_DomainCounts() {
 	c, _ := g.DomainCounts("web", LabelZone)
 	fmt.Println(c)
 	// Output: [{z0 0} {z1 1}]
+}
+
+// The hot node record must stay one cache line: the filter pass reads one
+// line per node.
+func TestNodeStateFitsACacheLine(t *testing.T) {
+	if size := unsafe.Sizeof(NodeState{}); size > 64 {
+		t.Fatalf("NodeState is %d bytes, want ≤ 64", size)
+	}
 }

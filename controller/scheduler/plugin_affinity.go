@@ -158,7 +158,7 @@ func (a *NodeAffinity) Filter(_ context.Context, state *CycleState, pod *PodInfo
 			return nil
 		}
 		// Called without PreFilter (Explain runs it, but be safe).
-		if matchesSelector(pod.selector, pod.reqs, pod.termEnds, pod.vals, n) {
+		if matchesSelector(pod.selector, pod.reqs, pod.termEnds, pod.vals, &a.g.cold[n.id]) {
 			return nil
 		}
 		return a.mismatch
@@ -169,7 +169,7 @@ func (a *NodeAffinity) Filter(_ context.Context, state *CycleState, pod *PodInfo
 	case 2:
 		return a.mismatch
 	}
-	if matchesSelector(m.selector, m.reqs, m.termEnds, m.vals, n) {
+	if matchesSelector(m.selector, m.reqs, m.termEnds, m.vals, &a.g.cold[n.id]) {
 		m.verdict[n.id] = 1
 		return nil
 	}
@@ -188,7 +188,7 @@ func (a *NodeAffinity) FilterNodes(ctx context.Context, state *CycleState, pod *
 	}
 }
 
-func matchesSelector(sel []labelPair, reqs []compiledReq, termEnds []int, vals []int32, n *NodeState) bool {
+func matchesSelector(sel []labelPair, reqs []compiledReq, termEnds []int, vals []int32, n *nodeCold) bool {
 	for _, s := range sel {
 		if s.key < 0 || s.val < 0 || n.label(s.key) != s.val {
 			return false
@@ -207,7 +207,7 @@ func matchesSelector(sel []labelPair, reqs []compiledReq, termEnds []int, vals [
 	return false
 }
 
-func termMatches(vals []int32, reqs []compiledReq, n *NodeState) bool {
+func termMatches(vals []int32, reqs []compiledReq, n *nodeCold) bool {
 	for _, r := range reqs {
 		v := int32(-1)
 		if r.key >= 0 {

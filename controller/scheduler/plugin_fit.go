@@ -39,11 +39,11 @@ func (f *Fit) Name() string { return NodeResourcesFitName }
 // Filter implements FilterPlugin.
 func (f *Fit) Filter(_ context.Context, _ *CycleState, pod *PodInfo, n *NodeState) *Status {
 	switch r := pod.Requests; {
-	case n.used.Pods+r.Pods > n.capacity.Pods:
+	case r.Pods > n.free.Pods:
 		return f.tooManyPods
-	case n.used.MilliCPU+r.MilliCPU > n.capacity.MilliCPU:
+	case r.MilliCPU > n.free.MilliCPU:
 		return f.insufficientCPU
-	case n.used.Memory+r.Memory > n.capacity.Memory:
+	case r.Memory > n.free.Memory:
 		return f.insufficientMemory
 	}
 	return nil
@@ -58,7 +58,7 @@ func (f *Fit) FilterNodes(ctx context.Context, state *CycleState, pod *PodInfo, 
 
 // ExplainFilter implements FilterExplainer.
 func (f *Fit) ExplainFilter(_ *CycleState, pod *PodInfo, n *NodeState) string {
-	free := n.capacity.Sub(n.used)
+	free := n.free
 	r := pod.Requests
 	return fmt.Sprintf("free cpu %dm memory %d pods %d; pod needs cpu %dm memory %d", free.MilliCPU, free.Memory, free.Pods, r.MilliCPU, r.Memory)
 }

@@ -38,10 +38,13 @@ func (t *TaintToleration) Name() string { return TaintTolerationName }
 
 // Filter implements FilterPlugin.
 func (t *TaintToleration) Filter(_ context.Context, _ *CycleState, pod *PodInfo, n *NodeState) *Status {
-	if n.cordoned {
+	if n.flags == 0 {
+		return nil
+	}
+	if n.flags&flagCordoned != 0 {
 		return t.cordoned
 	}
-	if _, ok := untolerated(pod, n); ok {
+	if _, ok := untolerated(pod, &t.g.cold[n.id]); ok {
 		return t.untolerated
 	}
 	return nil
@@ -56,10 +59,10 @@ func (t *TaintToleration) FilterNodes(ctx context.Context, state *CycleState, po
 
 // ExplainFilter implements FilterExplainer: it names the taint.
 func (t *TaintToleration) ExplainFilter(_ *CycleState, pod *PodInfo, n *NodeState) string {
-	if n.cordoned {
+	if n.flags&flagCordoned != 0 {
 		return "node is cordoned"
 	}
-	if tr, ok := untolerated(pod, n); ok {
+	if tr, ok := untolerated(pod, &t.g.cold[n.id]); ok {
 		return fmt.Sprintf("taint %s=%s:%s", t.g.strs.str(tr.key), t.g.strs.str(tr.val), tr.effect)
 	}
 	return ""
@@ -67,7 +70,7 @@ func (t *TaintToleration) ExplainFilter(_ *CycleState, pod *PodInfo, n *NodeStat
 
 // untolerated returns the first scheduling taint of n that pod does not
 // tolerate.
-func untolerated(pod *PodInfo, n *NodeState) (taintRec, bool) {
+func untolerated(pod *PodInfo, n *nodeCold) (taintRec, bool) {
 	for _, tr := range n.taints {
 		if tr.effect == TaintPreferNoSchedule {
 			continue

@@ -54,7 +54,7 @@ func (h *harness) filter(pod Pod) map[string]string {
 	out := map[string]string{}
 	for _, id := range h.g.order {
 		st := h.p.(FilterPlugin).Filter(ctx, &h.state, &pi, &h.g.nodes[id])
-		out[h.g.nodes[id].name] = st.Reason()
+		out[h.g.cold[id].name] = st.Reason()
 	}
 	return out
 }
@@ -96,7 +96,7 @@ func (h *harness) score(pod Pod) map[string]int64 {
 	}
 	out := map[string]int64{}
 	for i, id := range ids {
-		out[h.g.nodes[id].name] = sc[i]
+		out[h.g.cold[id].name] = sc[i]
 	}
 	return out
 }
@@ -249,8 +249,9 @@ func TestFailureDomainFilter(t *testing.T) {
 			level, verdicts := h.p.(DomainFilterPlugin).FilterDomains(context.Background(), &h.state, &pi)
 			for _, id := range h.g.order {
 				n := &h.g.nodes[id]
-				if got := verdicts[n.dom[level]].Reason(); got != tc.want[n.name] {
-					t.Errorf("domain verdict for %s = %q, want %q", n.name, got, tc.want[n.name])
+				name := h.g.cold[id].name
+				if got := verdicts[n.dom[level]].Reason(); got != tc.want[name] {
+					t.Errorf("domain verdict for %s = %q, want %q", name, got, tc.want[name])
 				}
 			}
 		})

@@ -72,9 +72,19 @@ func TestProperties(t *testing.T) {
 func checkCapacity(t *testing.T, g *Graph) {
 	t.Helper()
 	for _, id := range g.order {
-		n := &g.nodes[id]
-		if n.used.MilliCPU > n.capacity.MilliCPU || n.used.Memory > n.capacity.Memory || n.used.Pods > n.capacity.Pods {
-			t.Fatalf("node %s over capacity: used %+v capacity %+v", n.name, n.used, n.capacity)
+		// Recompute use from the tracked pods rather than trusting free.
+		c := &g.cold[id]
+		used := c.base
+		for _, rec := range g.podRecs {
+			if rec.occupied && rec.node == id {
+				used = used.Add(rec.req)
+			}
+		}
+		if used.MilliCPU > c.capacity.MilliCPU || used.Memory > c.capacity.Memory || used.Pods > c.capacity.Pods {
+			t.Fatalf("node %s over capacity: used %+v capacity %+v", c.name, used, c.capacity)
+		}
+		if want := c.capacity.Sub(used); g.nodes[id].free != want {
+			t.Fatalf("node %s free %+v, want %+v", c.name, g.nodes[id].free, want)
 		}
 	}
 }
@@ -87,13 +97,13 @@ func checkSkew(t *testing.T, g *Graph, group string, maxSkew int32, critical []s
 	perZone := map[string]int32{}
 	avoided := map[string]bool{}
 	for _, id := range g.order {
-		perZone[g.nodes[id].labelValue(g, LabelZone)] += 0
+		perZone[g.cold[id].labelValue(g, LabelZone)] += 0
 	}
 	for _, rec := range g.podRecs {
 		if !rec.occupied {
 			continue
 		}
-		zone := g.nodes[rec.node].labelValue(g, LabelZone)
+		zone := g.cold[rec.node].labelValue(g, LabelZone)
 		if rec.group >= 0 && g.counterNm[rec.group] == group {
 			perZone[zone]++
 		}
@@ -118,7 +128,7 @@ func checkSkew(t *testing.T, g *Graph, group string, maxSkew int32, critical []s
 	}
 }
 
-func (n *NodeState) labelValue(g *Graph, key string) string {
+func (n *nodeCold) labelValue(g *Graph, key string) string {
 	return g.strs.str(n.label(g.strs.lookup(key)))
 }
 

@@ -264,14 +264,14 @@ func (s *Scheduler) scheduleLocked(ctx context.Context, pod *Pod) Result {
 		r.Status = st
 		return r
 	}
-	r.Node = ns.name
+	r.Node = s.g.cold[ns.id].name
 	return r
 }
 
 // reserveAndBind assumes the placement in the graph, then runs Reserve and
 // Bind plugins, undoing everything if one fails.
 func (s *Scheduler) reserveAndBind(ctx context.Context, pi *PodInfo, ns *NodeState) *Status {
-	rec, err := s.g.track(pi.Pod.Name, pi.group, pi.service, pi.Requests, ns, s.g.scaleHeat(podHeat(pi.Requests, ns.capacity)))
+	rec, err := s.g.track(pi.Pod.Name, pi.group, pi.service, pi.Requests, ns, s.g.scaleHeat(podHeat(pi.Requests, s.g.cold[ns.id].capacity)))
 	if err != nil {
 		return AsStatus(err)
 	}

@@ -87,9 +87,9 @@ func (g *Graph) insertNode(id int32) {
 	copy(g.order[pos+1:], g.order[pos:])
 	g.order[pos] = id
 	for i := pos; i < int32(len(g.order)); i++ {
-		g.nodes[g.order[i]].pos = i
+		g.cold[g.order[i]].pos = i
 	}
-	ck := cellKey{path[g.cellLevel], ns.typ}
+	ck := cellKey{path[g.cellLevel], g.cold[id].typ}
 	c, ok := g.cellIdx[ck]
 	if !ok {
 		c = int32(len(g.cells))
@@ -125,7 +125,7 @@ func (g *Graph) layout() {
 // Empty domains stay (with size 0) so pod counters keep their indexes.
 func (g *Graph) removeFromTopology(id int32) {
 	ns := &g.nodes[id]
-	pos := ns.pos
+	pos := g.cold[id].pos
 	for _, d := range ns.dom[:g.levels] {
 		g.domains[d].n--
 	}
@@ -133,7 +133,7 @@ func (g *Graph) removeFromTopology(id int32) {
 	g.nodeGen++
 	g.order = append(g.order[:pos], g.order[pos+1:]...)
 	for i := pos; i < int32(len(g.order)); i++ {
-		g.nodes[g.order[i]].pos = i
+		g.cold[g.order[i]].pos = i
 	}
 	g.scanDirty = true
 }
@@ -176,12 +176,13 @@ func (g *Graph) scanOrder() []int32 {
 func (g *Graph) renumber(scan []int32) {
 	newID := make([]int32, len(g.nodes))
 	nodes := make([]NodeState, len(scan), len(scan)+len(scan)/8)
+	cold := make([]nodeCold, len(scan), cap(nodes))
 	for i, old := range scan {
-		nodes[i] = g.nodes[old]
+		nodes[i], cold[i] = g.nodes[old], g.cold[old]
 		nodes[i].id = int32(i)
 		newID[old] = int32(i)
 	}
-	g.nodes, g.free = nodes, g.free[:0]
+	g.nodes, g.cold, g.free = nodes, cold, g.free[:0]
 	for i := range g.order {
 		g.order[i] = newID[g.order[i]]
 	}
