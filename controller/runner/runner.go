@@ -96,7 +96,6 @@ type Runner struct {
 	started  bool
 	idle     *sync.Cond // signalled when a worker finds its queue empty
 
-	done    chan struct{} // closed by Close: ends ACK waits and analyses
 	workers sync.WaitGroup
 	waits   sync.WaitGroup // ACK waits
 }
@@ -126,7 +125,6 @@ func New(opts Options) (*Runner, error) {
 		log:      opts.Logger,
 		rollouts: map[api.Key]*entry{},
 		subs:     map[chan Update]struct{}{},
-		done:     make(chan struct{}),
 	}
 	r.idle = sync.NewCond(&r.mu)
 	return r, nil
@@ -153,7 +151,7 @@ func (r *Runner) Start(ctx context.Context) error {
 		return errors.New("start runner: already started or closed")
 	}
 	r.started = true
-	var resumed []api.Key
+	var resumed []record
 	for _, k := range keys {
 		rec, err := decodeRecord(stored[k])
 		if err != nil {
@@ -166,32 +164,28 @@ func (r *Runner) Start(ctx context.Context) error {
 			e.deadlines[id] = d
 		}
 		r.rollouts[k] = e
-		r.replayAlerts(k, rec)
-		resumed = append(resumed, k)
+		resumed = append(resumed, rec)
 	}
 	r.mu.Unlock()
-	for _, k := range resumed {
+	for _, rec := range resumed {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("start runner: %w", err)
 		}
-		r.Submit(k, rollout.Restart{})
+		// The alerts go to the outbox before anything the restart does.
+		for _, a := range rec.Alerts {
+			r.enqueueAlert(rec.State.Key, toAlert(a, rec.Time))
+		}
+		r.Submit(rec.State.Key, rollout.Restart{})
 	}
 	r.log.Info("runner started", "rollouts", len(resumed))
 	return nil
 }
 
-// replayAlerts enqueues the alerts stored with a rollout's last state.
-func (r *Runner) replayAlerts(k api.Key, rec record) {
-	for _, a := range rec.Alerts {
-		r.enqueueAlert(k, toAlert(a, rec.Time))
-	}
-}
-
 // Close stops accepting events, lets every worker finish the event it is
 // processing (its state is persisted), then stops timers, analysis runs
-// and ACK waits. Queued events not yet processed are dropped; their causes
-// (timers, analyses, ACKs) are re-created from the stored state on the
-// next Start.
+// and ACK waits. Queued events not yet processed are dropped (a waiting
+// Do or Command returns ErrClosed); their causes (timers, analyses, ACKs)
+// are re-created from the stored state on the next Start.
 func (r *Runner) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -200,9 +194,13 @@ func (r *Runner) Close() error {
 	}
 	r.closed = true
 	for _, e := range r.rollouts {
+		for _, j := range e.queue {
+			if j.reply != nil {
+				j.reply <- result{state: e.state, err: ErrClosed}
+			}
+		}
 		e.queue = nil
 	}
-	close(r.done)
 	r.mu.Unlock()
 	r.workers.Wait()
 	// No worker runs now and none can start, so the entries' timers and
