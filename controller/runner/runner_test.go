@@ -428,3 +428,65 @@ func TestPersistRetry(t *testing.T) {
 		t.Fatalf("the ACK's state was saved on try %d, want 3", flaky.tries)
 	}
 }
+
+// TestClose: Close lets the event in progress finish (its state is
+// persisted and acted on), answers queued calls with ErrClosed, and
+// refuses new ones.
+func TestClose(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	e.traffic.mu.Lock()
+	e.traffic.onSet = func(api.Traffic) error {
+		entered <- struct{}{}
+		<-release // a slow gateway
+		return nil
+	}
+	e.traffic.mu.Unlock()
+	ctx := context.Background()
+	first := make(chan error, 1)
+	go func() {
+		_, err := e.runner.Do(ctx, checkout, rollout.Change{Commit: "1111111", Rollout: spec(checkout, "v1")})
+		first <- err
+	}()
+	<-entered
+	queued := make(chan error, 1)
+	go func() {
+		_, err := e.runner.Do(ctx, checkout, rollout.Invalid{Commit: "2", Errors: api.Diagnostics{{Message: "bad", Severity: api.SeverityError}}})
+		queued <- err
+	}()
+	eventually(t, "second event queued", func() bool {
+		e.runner.mu.Lock()
+		defer e.runner.mu.Unlock()
+		return len(e.runner.rollouts[checkout].queue) == 1
+	})
+	closed := make(chan struct{})
+	go func() {
+		_ = e.runner.Close()
+		close(closed)
+	}()
+	if err := <-queued; !errors.Is(err, ErrClosed) {
+		t.Fatalf("queued call: %v", err)
+	}
+	select {
+	case <-closed:
+		t.Fatal("Close returned while an event was in progress")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	<-closed
+	if err := <-first; err != nil {
+		t.Fatalf("event in progress: %v", err)
+	}
+	if _, err := e.runner.Do(ctx, checkout, rollout.Restart{}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after close: %v", err)
+	}
+	stored, err := e.store.LoadRollouts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := decodeRecord(stored[checkout])
+	if err != nil || rec.State.StableVersion != "v1" {
+		t.Fatalf("stored %+v %v", rec.State, err)
+	}
+}
