@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -100,6 +101,10 @@ func (s *Server) StreamAggregatedResources(gs grpc.BidiStreamingServer[discovery
 	defer s.dropStream(st)
 	reqs := make(chan *discoveryv3.DiscoveryRequest, 4)
 	errc := make(chan error, 1)
+	// forwarded counts requests handed to the handler and not yet applied;
+	// while it is 0 a plain ACK can be recorded right here, saving the
+	// handoff on the hot path of a fan-out (one ACK per stream).
+	var forwarded atomic.Int32
 	go func() {
 		for {
 			req, err := gs.Recv()
@@ -107,6 +112,10 @@ func (s *Server) StreamAggregatedResources(gs grpc.BidiStreamingServer[discovery
 				errc <- err
 				return
 			}
+			if forwarded.Load() == 0 && s.sotwAckInline(st, req) {
+				continue
+			}
+			forwarded.Add(1)
 			select {
 			case reqs <- req:
 			case <-ctx.Done():
@@ -129,12 +138,15 @@ func (s *Server) StreamAggregatedResources(gs grpc.BidiStreamingServer[discovery
 			t, ok := typeOf(req.GetTypeUrl())
 			if !ok {
 				s.log.Debug("xds request for unserved type", "stream", st.id, "type", req.GetTypeUrl())
+				forwarded.Add(-1)
 				continue
 			}
 			if n := s.sotwRequest(st, t, req); n != nil && s.opts.OnNack != nil {
 				s.opts.OnNack(*n)
 			}
-			if err := s.sotwSend(gs, st, t); err != nil {
+			err := s.sotwSend(gs, st, t)
+			forwarded.Add(-1)
+			if err != nil {
 				return err
 			}
 		case <-st.wake:
@@ -156,20 +168,11 @@ func (s *Server) sotwRequest(st *stream, t typeIdx, req *discoveryv3.DiscoveryRe
 	if st.node == "" && req.GetNode() != nil {
 		st.node = req.GetNode().GetId()
 	}
-	if nonce := req.GetResponseNonce(); nonce != "" {
-		if w.lastSent == nil || nonce != w.lastSent.nonce {
-			// A reply to an older response: a newer one is on its way and
-			// the client will answer that one (xDS ignores stale nonces).
+	if req.GetResponseNonce() != "" {
+		stale := false
+		nack, stale = s.sotwAckLocked(st, t, req)
+		if stale {
 			return nil
-		}
-		if d := req.GetErrorDetail(); d != nil {
-			// version_info in a NACK is the client's last good version;
-			// the rejected one is what we sent.
-			w.nacked = w.lastSent
-			w.nack = s.recordNack(st, t, w.lastSent.msg.GetVersionInfo(), w.lastSent.res, d.GetMessage(), req.GetResponseNonce())
-			nack = w.nack
-		} else {
-			w.acked, w.nacked, w.nack = w.lastSent, nil, nil
 		}
 		defer s.broadcast()
 	}
@@ -188,6 +191,61 @@ func (s *Server) sotwRequest(st *stream, t typeIdx, req *discoveryv3.DiscoveryRe
 		w.key = strings.Join(w.names, "\n")
 	}
 	return nack
+}
+
+// sotwAckLocked records the ACK or NACK in req. A reply to an older
+// response is stale: a newer response is on its way and the client will
+// answer that one (xDS ignores stale nonces). Callers hold st.mu.
+func (s *Server) sotwAckLocked(st *stream, t typeIdx, req *discoveryv3.DiscoveryRequest) (nack *Nack, stale bool) {
+	w := &st.sotw[t]
+	if w.lastSent == nil || req.GetResponseNonce() != w.lastSent.nonce {
+		return nil, true
+	}
+	if d := req.GetErrorDetail(); d != nil {
+		// version_info in a NACK is the client's last good version; the
+		// rejected one is what we sent.
+		w.nacked = w.lastSent
+		w.nack = s.recordNack(st, t, w.lastSent.msg.GetVersionInfo(), w.lastSent.res, d.GetMessage(), req.GetResponseNonce())
+		return w.nack, false
+	}
+	w.acked, w.nacked, w.nack = w.lastSent, nil, nil
+	return nil, false
+}
+
+// sotwAckInline records a plain ACK or NACK (a reply with an unchanged
+// subscription) on the receiving goroutine. It reports false when the
+// request needs the handler: a new or changed subscription, or an unknown
+// type.
+func (s *Server) sotwAckInline(st *stream, req *discoveryv3.DiscoveryRequest) bool {
+	t, ok := typeOf(req.GetTypeUrl())
+	if !ok || req.GetResponseNonce() == "" {
+		return false
+	}
+	st.mu.Lock()
+	w := &st.sotw[t]
+	names := req.GetResourceNames()
+	same := w.subscribed
+	switch {
+	case !same:
+	case w.wildcard:
+		same = len(names) == 0 || slices.Contains(names, "*")
+	default:
+		same = slices.Equal(names, w.names)
+	}
+	if !same {
+		st.mu.Unlock()
+		return false
+	}
+	nack, stale := s.sotwAckLocked(st, t, req)
+	st.mu.Unlock()
+	if stale {
+		return true
+	}
+	s.broadcast()
+	if nack != nil && s.opts.OnNack != nil {
+		s.opts.OnNack(*nack)
+	}
+	return true
 }
 
 func hasDup(sorted []string) bool {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api"
+	"google.golang.org/grpc"
 )
 
 const host = "checkout.internal"
@@ -47,6 +48,13 @@ func TestGRPCClients(t *testing.T) {
 	ver := publish(t, base(nil))
 	a := dialXDS(t, bootstrap(srv.addr, "client-a", `{"type":"insecure"}`), host)
 	b := dialXDS(t, bootstrap(srv.addr, "client-b", `{"type":"insecure"}`), host)
+	// settle waits until a probe RPC (with headers kv) lands on want: an
+	// ACK means the client accepted the routes, and its channel switches
+	// to them a moment later.
+	settle := func(t *testing.T, want string, kv ...string) {
+		t.Helper()
+		eventually(t, 10*time.Second, "routes applied ("+want+")", func() bool { return allOn(a, want, kv...) })
+	}
 	if got := count(t, a, 20); got["v1"] != 20 {
 		t.Fatalf("client a before any canary: %v", got)
 	}
@@ -74,15 +82,20 @@ func TestGRPCClients(t *testing.T) {
 			start := time.Now()
 			publish(t, base(func(tr *api.Traffic) { tr.Weights = api.CanaryWeights(sp.canary) }))
 			acked := time.Since(start)
+			if sp.canary == 0 {
+				// The previous step sent everything to the canary, so the
+				// first stable answer marks the switch.
+				eventually(t, 10*time.Second, "first RPC on the new weights", func() bool {
+					v, err := call(context.Background(), a)
+					return err == nil && v == "v1"
+				})
+				t.Logf("push → every client ACKed: %v; push → first RPC on the new weights: %v", acked, time.Since(start))
+			}
 			if sp.canary == 0 || sp.canary == 100 {
 				// An ACK means the client accepted the routes; the channel
 				// switches to them a moment later.
 				want := map[int32]string{0: "v1", 100: "v2"}[sp.canary]
-				eventually(t, 10*time.Second, "first RPC on the new weights", func() bool {
-					v, err := call(context.Background(), a)
-					return err == nil && v == want
-				})
-				t.Logf("push → all clients ACKed %v, → first RPC on new weights %v", acked, time.Since(start))
+				eventually(t, 10*time.Second, "RPCs on the new weights", func() bool { return allOn(a, want) })
 			}
 			got := count(t, a, sp.n)
 			checkSplit(t, got, sp.n, float64(sp.canary)/100)
@@ -104,6 +117,7 @@ func TestGRPCClients(t *testing.T) {
 		publish(t, base(func(tr *api.Traffic) {
 			tr.HeaderRoutes = []api.HeaderRoute{{Name: "testers", Match: []api.HeaderMatch{{HeaderName: "x-canary", HeaderValue: api.StringMatch{Exact: "always"}}}}}
 		}))
+		settle(t, "v2", "x-canary", "always")
 		if got := count(t, a, 100, "x-canary", "always"); got["v2"] != 100 {
 			t.Errorf("with header: %v, want all v2", got)
 		}
@@ -116,6 +130,7 @@ func TestGRPCClients(t *testing.T) {
 		publish(t, base(func(tr *api.Traffic) {
 			tr.HeaderRoutes = []api.HeaderRoute{{Name: "cookie", Match: []api.HeaderMatch{{HeaderName: "cookie", HeaderValue: api.StringMatch{Exact: "sluice-canary=canary"}}}}}
 		}))
+		settle(t, "v2", "cookie", "sluice-canary=canary")
 		cases := []struct {
 			cookie string
 			want   string
@@ -140,6 +155,7 @@ func TestGRPCClients(t *testing.T) {
 			tr.Weights = api.CanaryWeights(10)
 			tr.SessionAffinity = &api.SessionAffinity{CookieName: "sluice-canary", MaxAge: 3600}
 		}))
+		settle(t, "v2", "cookie", "session=1; sluice-canary=canary")
 		if got := count(t, a, 200, "cookie", "session=1; sluice-canary=canary"); got["v2"] != 200 {
 			t.Errorf("sticky cookie: %v, want all v2", got)
 		}
@@ -149,6 +165,7 @@ func TestGRPCClients(t *testing.T) {
 
 	t.Run("invalid change rejected before push", func(t *testing.T) {
 		good := publish(t, base(func(tr *api.Traffic) { tr.Weights = api.CanaryWeights(0) }))
+		settle(t, "v1", "cookie", "sluice-canary=canary")
 		_, err := srv.SetTraffic(base(func(tr *api.Traffic) {
 			tr.Weights = api.CanaryWeights(100)
 			tr.HeaderRoutes = []api.HeaderRoute{{Name: "bad", Match: []api.HeaderMatch{{HeaderName: "x", HeaderValue: api.StringMatch{Regex: "(?=look)ahead"}}}}}
@@ -186,6 +203,7 @@ func TestGRPCClients(t *testing.T) {
 		// A good change is ACKed; the NACK count stays at one per client
 		// (the stock cache would have re-sent the bad version in a loop).
 		publish(t, base(func(tr *api.Traffic) { tr.Weights = api.CanaryWeights(100) }))
+		settle(t, "v2")
 		if got := count(t, a, 50); got["v2"] != 50 {
 			t.Errorf("after good change: %v, want all v2", got)
 		}
@@ -238,4 +256,15 @@ func checkSplit(t *testing.T, got map[string]int, n int, p float64) {
 	if d := math.Abs(float64(got["v2"]) - mean); d > 3*sigma {
 		t.Errorf("canary got %d of %d, want %.0f ± %.1f (3σ)", got["v2"], n, mean, 3*sigma)
 	}
+}
+
+// allOn reports whether 20 RPCs in a row land on want: with a 50/50 split
+// still in place that happens by chance once in a million.
+func allOn(cc *grpc.ClientConn, want string, kv ...string) bool {
+	for range 20 {
+		if v, err := call(context.Background(), cc, kv...); err != nil || v != want {
+			return false
+		}
+	}
+	return true
 }
