@@ -14,4 +14,8 @@
 // State is plain data and JSON-serialisable; Status converts it into the
 // RolloutStatus of the HTTP API (DESIGN §5) and Traffic into the gateway's
 // api.Traffic.
+//
+// TRANSITIONS.md lists every transition; TestTransitions covers each one,
+// and the scenario scripts in testdata/ (replayed by TestInteraction,
+// regenerated with -rewrite) show whole rollouts event by event.
 package rollout
