@@ -69,6 +69,10 @@ func NewRepo(ctx context.Context, opts RepoOptions) (*Repo, error) {
 		{"init", "--quiet", "--bare", "--initial-branch=" + Branch, r.Origin},
 		{"init", "--quiet", "--initial-branch=" + Branch, r.Work},
 		{"-C", r.Work, "remote", "add", "origin", r.Origin},
+		// A newcomer's own commits in the clone (--keep) work without a
+		// global git identity.
+		{"-C", r.Work, "config", "user.name", authorName},
+		{"-C", r.Work, "config", "user.email", authorEmail},
 	} {
 		if _, err := r.git(ctx, args...); err != nil {
 			return nil, err

@@ -218,7 +218,14 @@ func Run(ctx context.Context, opts Options) (sum Summary, err error) {
 		endStage = fmt.Sprintf("rolled back: all traffic is back on %s", final.StableVersion)
 	}
 	settle := max(1500*time.Millisecond, 3*time.Second/time.Duration(opts.Speed))
+	resetAgain := true
 	if _, err := s.until(deadline, endStage, func(*httpapi.RolloutStatus) bool {
+		// The status can show the end a moment before every client has
+		// the new routes: calls routed before then are not the result.
+		if resetAgain && time.Since(ended) > 500*time.Millisecond {
+			lg.ResetWindow()
+			resetAgain = false
+		}
 		if time.Since(ended) < settle {
 			return false
 		}
