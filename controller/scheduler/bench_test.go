@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"syscall"
@@ -30,7 +31,7 @@ func BenchmarkSchedule(b *testing.B) {
 }
 
 func benchSchedule(b *testing.B, nodes, pods int) {
-	if n, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_PODS")); err == nil && n > 0 {
+	if n := envInt("SLUICE_BENCH_PODS"); n > 0 {
 		pods = n // a shorter run for profiling
 	}
 	// 10 zones × 50 racks × nodes/500 per rack.
@@ -39,17 +40,21 @@ func benchSchedule(b *testing.B, nodes, pods int) {
 	ps := benchPods(pods)
 	durs := make([]time.Duration, 0, pods)
 	var elapsed, cpu time.Duration
+	var ms runtime.MemStats
+	var mallocs uint64
 	var placed, failed, evaluated, feasible int
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()
-		s := newTestScheduler(b, Options{Seed: 1, MinParallelNodes: benchMinParallel}, ns)
+		s := newTestScheduler(b, Options{Seed: 1, MinParallelNodes: envInt("MINPAR"), ChunkSize: envInt("CHUNK")}, ns)
 		seedDependencies(b, s)
 		durs = durs[:0]
 		b.StartTimer()
 		cpu0 := cpuTime()
+		runtime.ReadMemStats(&ms)
+		mallocs0 := ms.Mallocs
 		start := time.Now()
 		for i := range ps {
 			r := s.ScheduleOne(ctx, &ps[i])
@@ -64,6 +69,8 @@ func benchSchedule(b *testing.B, nodes, pods int) {
 		}
 		elapsed += time.Since(start)
 		cpu += cpuTime() - cpu0
+		runtime.ReadMemStats(&ms)
+		mallocs += ms.Mallocs - mallocs0
 		b.StopTimer()
 		s.Close()
 		b.StartTimer()
@@ -77,6 +84,7 @@ func benchSchedule(b *testing.B, nodes, pods int) {
 	slices.Sort(durs)
 	b.ReportMetric(float64(durs[len(durs)*99/100].Microseconds()), "p99-µs")
 	b.ReportMetric(float64(failed)/total, "unschedulable/pod")
+	b.ReportMetric(float64(mallocs)/total, "allocs/pod")
 	b.ReportMetric(float64(evaluated)/total, "evaluated/pod")
 	b.ReportMetric(float64(feasible)/total, "feasible/pod")
 	b.ReportMetric(0, "ns/op")
@@ -139,4 +147,9 @@ func seedDependencies(b testing.TB, s *Scheduler) {
 	}
 }
 
-var benchMinParallel = func() int { n, _ := strconv.Atoi(os.Getenv("MINPAR")); return n }()
+// envInt reads a tuning knob for benchmark experiments (0 when unset:
+// the scheduler's default).
+func envInt(name string) int {
+	n, _ := strconv.Atoi(os.Getenv(name))
+	return n
+}

@@ -56,6 +56,7 @@ func (s *Scheduler) Explain(ctx context.Context, pod *Pod, topN int) (*Explanati
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.g.Advance(s.opts.Clock())
+	s.g.scanOrder()
 	pi := &s.pi
 	s.g.compile(pi, pod)
 	ex := &Explanation{Pod: pod.Name, Nodes: s.g.live}

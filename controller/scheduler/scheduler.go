@@ -222,6 +222,9 @@ func (s *Scheduler) scheduleLocked(ctx context.Context, pod *Pod) Result {
 		return r
 	}
 	s.g.Advance(s.opts.Clock())
+	// Renumber now, if nodes changed, so that nothing PreFilter caches by
+	// node ID goes stale inside the cycle.
+	s.g.scanOrder()
 	pi := &s.pi
 	s.g.compile(pi, pod)
 	for _, p := range s.fw.preFilter {

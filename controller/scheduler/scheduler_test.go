@@ -325,3 +325,40 @@ func TestNumFeasibleNodesToFind(t *testing.T) {
 		})
 	}
 }
+
+// Node changes between cycles renumber nodes; selector verdicts memoised
+// by node ID must not leak across that.
+func TestNodeChurnKeepsSelectorsRight(t *testing.T) {
+	s := newTestScheduler(t, Options{Seed: 3}, small.nodes())
+	ctx := context.Background()
+	general := func(i int) Pod {
+		p := canaryPod("web", i, 10)
+		p.NodeSelector = map[string]string{"sluice.io/pool": "general"}
+		return p
+	}
+	for round := range 6 {
+		// Remove a general node and add a batch one, shifting every ID.
+		if err := s.Update(func(g *Graph) error {
+			n := small.nodes()[round*2]
+			if err := g.RemoveNode(n.Name); err != nil {
+				return err
+			}
+			n.Name += "-new"
+			n.Labels["sluice.io/pool"] = "batch"
+			return g.AddNode(n)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 5 {
+			p := general(round*10 + i)
+			r := s.ScheduleOne(ctx, &p)
+			if r.Status != nil {
+				t.Fatalf("round %d: %v", round, r.Status)
+			}
+			// clusterSpec puts even-numbered nodes in the general pool.
+			if !strings.HasSuffix(r.Node, "n0") && !strings.HasSuffix(r.Node, "n2") && !strings.HasSuffix(r.Node, "n4") {
+				t.Fatalf("round %d: general pod on %s (pool batch or removed)", round, r.Node)
+			}
+		}
+	}
+}
