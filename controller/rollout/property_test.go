@@ -128,6 +128,9 @@ func checkTransition(prev, next State, ev Event, acts []Action) error {
 	if next.Seq != prev.Seq && next.Seq != prev.Seq+1 {
 		return fmt.Errorf("seq jumped %d -> %d", prev.Seq, next.Seq)
 	}
+	if len(acts) > 0 && next.Seq == prev.Seq {
+		return fmt.Errorf("%d actions without a new state to persist first", len(acts))
+	}
 	// Canary weight rises only by entering a setWeight step, which happens
 	// only once the step before it completed.
 	sameCanary := prev.CanaryActive() && next.CanaryActive() && prev.CanaryVersion == next.CanaryVersion && prev.Attempt == next.Attempt

@@ -11,8 +11,9 @@ import (
 // Step is the one entry point of the machine: it applies ev to state and
 // returns the next state and the actions to carry out, in order. It is
 // deterministic and does no I/O. The returned state's Seq is one more than
-// state's when anything changed; an ignored event returns state unchanged
-// and no actions.
+// state's when anything changed or any action is due (so the caller
+// persists before acting); an ignored event returns state unchanged and no
+// actions.
 func Step(state State, ev Event) (State, []Action) {
 	m := &machine{s: state.clone()}
 	switch e := ev.(type) {
@@ -38,7 +39,7 @@ func Step(state State, ev Event) (State, []Action) {
 	m.flushTraffic()
 	m.summarize()
 	m.s.Seq = state.Seq
-	if reflect.DeepEqual(state, m.s) {
+	if len(m.acts) == 0 && reflect.DeepEqual(state, m.s) {
 		return state, nil
 	}
 	m.s.Seq++

@@ -30,6 +30,8 @@ var (
 	pPending     = append(pTimedPause[:len(pTimedPause):len(pTimedPause)], `change v2-more commit=ccccccc3 risky="weight jump"`)
 	pInconclusiv = append(pAnalysis[:len(pAnalysis):len(pAnalysis)], "result phase=Inconclusive")
 	pNacked      = append(pAwaitAck[:len(pAwaitAck):len(pAwaitAck)], "nack reason=bad")
+	pRemoved     = append(pTimedPause[:len(pTimedPause):len(pTimedPause)], "remove commit=ccccccc3")
+	pBgHold      = append(pFinalPause[:len(pFinalPause):len(pFinalPause)], "result run=background phase=Inconclusive")
 )
 
 // kindOf names an action for the table: its type, or the event of an alert.
@@ -114,6 +116,16 @@ func TestTransitions(t *testing.T) {
 		{"restart re-arms timer and traffic", pTimedPause, "restart", PhasePaused, 1, 20, false, []string{"set-traffic", "start-timer"}},
 		{"restart restarts running analyses", pAnalysis, "restart", PhaseProgressing, 2, 20, false, []string{"set-traffic", "start-analysis:step", "start-analysis:background"}},
 		{"promote refused when healthy", pHealthy, "promote", PhaseHealthy, 5, 0, false, nil},
+		{"invalid with no good version is degraded", pSpecs, `invalid commit=aaaaaaa1 error="bad"`, PhaseDegraded, 0, 0, false, []string{"strategy-invalid"}},
+		{"added back after removal restarts the step", pRemoved, "change v2 commit=ddddddd4 class=Added", PhasePaused, 1, 20, false, []string{"start-timer"}},
+		{"removed ignores timers", pRemoved, "fire id=pause/1/4", PhasePaused, 1, 20, false, nil},
+		{"removed refuses commands", pRemoved, "abort", PhasePaused, 1, 20, false, nil},
+		{"nack of traffic not awaited only alerts", pTimedPause, "nack gen=2 reason=late", PhasePaused, 1, 20, false, []string{"xds-nack"}},
+		{"stale ack timeout ignored", pTimedPause, "acktimeout gen=1", PhasePaused, 1, 20, false, nil},
+		{"background inconclusive pauses", pFinalPause, "result run=background phase=Inconclusive", PhasePaused, 4, 50, false, []string{"rollout-paused"}},
+		{"promote releases a background hold only", pBgHold, "promote", PhasePaused, 4, 50, false, []string{}},
+		{"retry re-runs an inconclusive background", pBgHold, "retry", PhasePaused, 4, 50, false, []string{"start-analysis:background"}},
+		{"aborted new edit keeps it aborted", pAborted, "change v2-more commit=ccccccc3 class=StrategyEdit", PhaseDegraded, 1, 0, true, []string{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
