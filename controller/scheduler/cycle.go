@@ -115,15 +115,16 @@ func (s *Scheduler) filterWorker(w int) {
 			if idx >= n {
 				idx -= n
 			}
-			if st, run := s.maskVerdict(idx); st != nil {
-				// The whole run of nodes in that domain is rejected too.
-				run = min(run, to-off, n-idx)
+			st, run := s.maskVerdict(idx)
+			// Every mask verdict holds for the whole run of nodes in the
+			// same domains, accepted or rejected.
+			run = min(run, to-off, n-idx)
+			if st != nil {
 				t.addN(st, run)
-				off += run
-				continue
+			} else {
+				cand = append(cand, c.scan[idx:idx+run]...)
 			}
-			cand = append(cand, c.scan[idx])
-			off++
+			off += run
 		}
 		for _, f := range s.nodeFilters {
 			if len(cand) == 0 {
@@ -186,8 +187,8 @@ type domainMask struct {
 }
 
 // maskVerdict is the first domain rejection of the node at scan index idx
-// and how many nodes from idx on share it: all masks checked so far stay
-// constant over the run.
+// (nil when every mask accepts it) and how many nodes from idx on get the
+// same verdict: all masks consulted stay constant over the run.
 func (s *Scheduler) maskVerdict(idx int) (*Status, int) {
 	run := math.MaxInt32
 	for i := range s.masks {
@@ -197,7 +198,7 @@ func (s *Scheduler) maskVerdict(idx int) (*Status, int) {
 			return st, run
 		}
 	}
-	return nil, 0
+	return nil, run
 }
 
 // scoreAndSelect runs PreScore, Score and NormalizeScore over the feasible

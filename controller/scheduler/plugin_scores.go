@@ -60,15 +60,20 @@ func (p *LeastHeat) NormalizeScore(_ context.Context, _ *CycleState, _ *PodInfo,
 }
 
 // normalizeReverse maps the smallest raw score to 100 and the largest to 0
-// (all 100 when equal).
+// (all 100 when equal). It multiplies by a precomputed factor instead of
+// dividing per node: an integer division per node per plugin was a tenth
+// of a cycle's time.
 func normalizeReverse(scores []int64) {
 	lo, hi := minMax(scores)
-	for i, s := range scores {
-		if hi == lo {
+	if hi == lo {
+		for i := range scores {
 			scores[i] = MaxNodeScore
-			continue
 		}
-		scores[i] = MaxNodeScore * (hi - s) / (hi - lo)
+		return
+	}
+	f := float64(MaxNodeScore) / float64(hi-lo)
+	for i, s := range scores {
+		scores[i] = int64(float64(hi-s) * f)
 	}
 }
 
@@ -76,12 +81,13 @@ func normalizeReverse(scores []int64) {
 // (all 0 when the largest is 0).
 func normalizeMax(scores []int64) {
 	_, hi := minMax(scores)
+	if hi <= 0 {
+		clear(scores)
+		return
+	}
+	f := float64(MaxNodeScore) / float64(hi)
 	for i, s := range scores {
-		if hi <= 0 {
-			scores[i] = 0
-			continue
-		}
-		scores[i] = MaxNodeScore * s / hi
+		scores[i] = int64(float64(s) * f)
 	}
 }
 
@@ -182,10 +188,21 @@ func (p *DependencyAffinity) Score(_ context.Context, _ *CycleState, pod *PodInf
 	return s, nil
 }
 
-// ScoreNodes implements BatchScorePlugin.
-func (p *DependencyAffinity) ScoreNodes(ctx context.Context, state *CycleState, pod *PodInfo, ids []int32, out []int64) *Status {
-	for i, id := range ids {
-		out[i], _ = p.Score(ctx, state, pod, &p.g.nodes[id])
+// ScoreNodes implements BatchScorePlugin: one pass per dependency and
+// level, with the counter slice and level hoisted out of the node loop.
+func (p *DependencyAffinity) ScoreNodes(_ context.Context, _ *CycleState, pod *PodInfo, ids []int32, out []int64) *Status {
+	clear(out)
+	nodes := p.g.nodes
+	for _, dep := range pod.deps {
+		c := p.g.counters[dep].dom
+		for li, l := range p.levels {
+			w := p.weights[li]
+			for i, id := range ids {
+				if c[nodes[id].dom[l]] > 0 {
+					out[i] += w
+				}
+			}
+		}
 	}
 	return nil
 }
