@@ -143,6 +143,8 @@ func TestRestart(t *testing.T) {
 	if after.StepIndex != before.StepIndex || after.Weights != before.Weights || after.Timer == nil || after.Timer.ID != before.Timer.ID {
 		t.Fatalf("before %d %+v %v, after %d %+v %v", before.StepIndex, before.Weights, before.Timer, after.StepIndex, after.Weights, after.Timer)
 	}
+	// The state is published before its actions run: wait for the push.
+	eventually(t, "the restart's traffic", func() bool { _, n := e2.traffic.last(); return n > 0 })
 	if tr, n := e2.traffic.last(); n != 1 || tr.Weights != before.Weights {
 		t.Fatalf("restart pushed %d traffic, last %+v", n, tr.Weights)
 	}
@@ -368,11 +370,13 @@ func TestIsolation(t *testing.T) {
 	if _, ok := e.runner.State(bad); ok {
 		t.Fatal("unpersisted state became visible")
 	}
+	e.traffic.mu.Lock()
 	for _, tr := range e.traffic.sets {
 		if tr.Rollout == bad {
-			t.Fatal("traffic published for a state that was not persisted")
+			t.Error("traffic published for a state that was not persisted")
 		}
 	}
+	e.traffic.mu.Unlock()
 	// The panicking rollout still takes events.
 	if _, err := e.runner.Do(ctx, panicky, rollout.Invalid{Commit: "2", Errors: api.Diagnostics{{File: "f.yaml", Message: "bad", Severity: api.SeverityError}}}); err != nil {
 		t.Fatalf("panicky after panic: %v", err)
