@@ -62,7 +62,8 @@ func (s *Scheduler) findFeasible(ctx context.Context, pi *PodInfo) (feasible []i
 				continue
 			}
 		}
-		s.nodeFilters = append(s.nodeFilters, p)
+		b, _ := p.(BatchFilterPlugin)
+		s.nodeFilters = append(s.nodeFilters, nodeFilter{f: p, batch: b})
 	}
 	s.nextChunk.Store(0)
 	s.found.Store(0)
@@ -126,13 +127,13 @@ func (s *Scheduler) filterWorker(w int) {
 			}
 			off += run
 		}
-		for _, f := range s.nodeFilters {
+		for _, nf := range s.nodeFilters {
 			if len(cand) == 0 {
 				break
 			}
-			out := buf.out[:len(cand)]
-			if b, ok := f.(BatchFilterPlugin); ok {
-				b.FilterNodes(c.ctx, &s.state, c.pod, cand, out)
+			f, out := nf.f, buf.out[:len(cand)]
+			if nf.batch != nil {
+				nf.batch.FilterNodes(c.ctx, &s.state, c.pod, cand, out)
 			} else {
 				for i, id := range cand {
 					out[i] = f.Filter(c.ctx, &s.state, c.pod, &s.g.nodes[id])
@@ -170,6 +171,13 @@ func (s *Scheduler) filterWorker(w int) {
 		s.chunkCount[k] = int32(len(cand))
 		s.found.Add(int32(len(cand)))
 	}
+}
+
+// nodeFilter is a filter that runs per node this cycle, with its batch
+// form resolved once rather than per chunk.
+type nodeFilter struct {
+	f     FilterPlugin
+	batch BatchFilterPlugin
 }
 
 // filterBuf is one worker's scratch for a chunk.

@@ -77,7 +77,7 @@ type Scheduler struct {
 	errs        []*Status
 	feasible    []int32
 	masks       []domainMask
-	nodeFilters []FilterPlugin // filters not decided per domain this cycle
+	nodeFilters []nodeFilter // filters not decided per domain this cycle
 	scores      [][]int64
 	active      []int
 	total       []int64
