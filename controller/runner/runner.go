@@ -68,7 +68,7 @@ type Options struct {
 	// AckTimeout bounds the wait for the xDS ACK of a step's traffic
 	// (default 10s); after it the step goes on and says so.
 	AckTimeout time.Duration
-	// Now stamps alerts (default time.Now).
+	// Now stamps alerts and timer deadlines (default time.Now).
 	Now func() time.Time
 	// SubscriberBuffer is the channel size per subscriber (default 256).
 	SubscriberBuffer int
