@@ -84,7 +84,11 @@ func (s *Scheduler) findFeasible(ctx context.Context, pi *PodInfo) (feasible []i
 		base := c * chunk
 		for i := 0; i < int(s.chunkCount[c]) && len(feasible) < want; i++ {
 			last = int(s.feas[base+i])
-			feasible = append(feasible, scan[(s.cyc.start+last)%n])
+			idx := s.cyc.start + last
+			if idx >= n {
+				idx -= n
+			}
+			feasible = append(feasible, scan[idx])
 		}
 	}
 	s.feasible = feasible

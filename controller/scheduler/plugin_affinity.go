@@ -177,14 +177,34 @@ func (a *NodeAffinity) Filter(_ context.Context, state *CycleState, pod *PodInfo
 	return a.mismatch
 }
 
-// FilterNodes implements BatchFilterPlugin.
+// FilterNodes implements BatchFilterPlugin: one state read per batch, then
+// a byte per node once the memo knows it.
 func (a *NodeAffinity) FilterNodes(ctx context.Context, state *CycleState, pod *PodInfo, ids []int32, out []*Status) {
-	if m, _ := state.Read(a.key).(*selectorMemo); m == nil && len(pod.selector) == 0 && len(pod.termEnds) == 0 {
-		clear(out)
+	m, _ := state.Read(a.key).(*selectorMemo)
+	if m == nil {
+		if len(pod.selector) == 0 && len(pod.termEnds) == 0 {
+			clear(out)
+			return
+		}
+		for i, id := range ids {
+			out[i] = a.Filter(ctx, state, pod, &a.g.nodes[id])
+		}
 		return
 	}
+	v := m.verdict
 	for i, id := range ids {
-		out[i] = a.Filter(ctx, state, pod, &a.g.nodes[id])
+		switch v[id] {
+		case 1:
+			out[i] = nil
+		case 2:
+			out[i] = a.mismatch
+		default:
+			if matchesSelector(m.selector, m.reqs, m.termEnds, m.vals, &a.g.cold[id]) {
+				v[id], out[i] = 1, nil
+			} else {
+				v[id], out[i] = 2, a.mismatch
+			}
+		}
 	}
 }
 

@@ -50,9 +50,20 @@ func (f *Fit) Filter(_ context.Context, _ *CycleState, pod *PodInfo, n *NodeStat
 }
 
 // FilterNodes implements BatchFilterPlugin.
-func (f *Fit) FilterNodes(ctx context.Context, state *CycleState, pod *PodInfo, ids []int32, out []*Status) {
+func (f *Fit) FilterNodes(_ context.Context, _ *CycleState, pod *PodInfo, ids []int32, out []*Status) {
+	r, nodes := pod.Requests, f.g.nodes
 	for i, id := range ids {
-		out[i] = f.Filter(ctx, state, pod, &f.g.nodes[id])
+		free := &nodes[id].free
+		switch {
+		case r.Pods > free.Pods:
+			out[i] = f.tooManyPods
+		case r.MilliCPU > free.MilliCPU:
+			out[i] = f.insufficientCPU
+		case r.Memory > free.Memory:
+			out[i] = f.insufficientMemory
+		default:
+			out[i] = nil
+		}
 	}
 }
 

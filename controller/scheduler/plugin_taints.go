@@ -52,8 +52,13 @@ func (t *TaintToleration) Filter(_ context.Context, _ *CycleState, pod *PodInfo,
 
 // FilterNodes implements BatchFilterPlugin.
 func (t *TaintToleration) FilterNodes(ctx context.Context, state *CycleState, pod *PodInfo, ids []int32, out []*Status) {
+	nodes := t.g.nodes
 	for i, id := range ids {
-		out[i] = t.Filter(ctx, state, pod, &t.g.nodes[id])
+		if nodes[id].flags == 0 {
+			out[i] = nil
+			continue
+		}
+		out[i] = t.Filter(ctx, state, pod, &nodes[id])
 	}
 }
 

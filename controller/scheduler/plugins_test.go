@@ -56,6 +56,15 @@ func (h *harness) filter(pod Pod) map[string]string {
 		st := h.p.(FilterPlugin).Filter(ctx, &h.state, &pi, &h.g.nodes[id])
 		out[h.g.cold[id].name] = st.Reason()
 	}
+	if b, ok := h.p.(BatchFilterPlugin); ok {
+		batch := make([]*Status, len(h.g.order))
+		b.FilterNodes(ctx, &h.state, &pi, h.g.order, batch)
+		for i, id := range h.g.order {
+			if got, want := batch[i].Reason(), out[h.g.cold[id].name]; got != want {
+				h.t.Fatalf("FilterNodes on %s = %q, Filter gives %q", h.g.cold[id].name, got, want)
+			}
+		}
+	}
 	return out
 }
 
