@@ -58,7 +58,7 @@ func Render(w io.Writer, f Frame) {
 		}
 		fmt.Fprintf(w, "  Declared  %s   stable %s  canary %s\n", view.Bar(s.Weights, 20), s.StableVersion, canary)
 	}
-	fmt.Fprintf(w, "  Observed  %s\n", observedLine(f.Observed, stableOf(s), canaryOf(s)))
+	fmt.Fprintf(w, "  Observed  %s\n", observedLine(f.Observed, stableOf(s)))
 	if t := f.Observed.Class[TestersClass]; t.Total() > 0 {
 		fmt.Fprintf(w, "  Testers   %s: %s → %s\n", HeaderName, HeaderValue, shares(t))
 	}
@@ -138,16 +138,10 @@ func stableOf(s *httpapi.RolloutStatus) string {
 	return s.StableVersion
 }
 
-func canaryOf(s *httpapi.RolloutStatus) string {
-	if s == nil || s.CanaryVersion == "" {
-		return CanaryVersion
-	}
-	return s.CanaryVersion
-}
-
-// observedLine is the split of untagged calls between stable and canary,
-// drawn like the declared one so the two can be compared at a glance.
-func observedLine(o probe.Observation, stable, canary string) string {
+// observedLine is the split of untagged calls, drawn like the declared
+// one ('#' for the stable version, '.' for anything else) so the two can
+// be compared at a glance, then each version's share.
+func observedLine(o probe.Observation, stable string) string {
 	d := o.Class[probe.DefaultClass]
 	n := d.Answered()
 	if n == 0 {
@@ -156,19 +150,19 @@ func observedLine(o probe.Observation, stable, canary string) string {
 		}
 		return "no calls yet"
 	}
-	cs := d.Share(canary)
-	if stable == canary {
-		cs = 0
+	others := int32(math.Round((1 - d.Share(stable)) * 100))
+	parts := []string{fmt.Sprintf("%s %.1f%%", stable, d.Share(stable)*100)}
+	failed := d[stable].Failed
+	for _, v := range d.Versions() {
+		if v != stable && d[v].Total() > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.1f%%", v, d.Share(v)*100))
+			failed += d[v].Failed
+		}
 	}
-	c := int32(math.Round(cs * 100))
-	line := fmt.Sprintf("%s   %.1f%% / %.1f%% of %d calls in the last %s", view.Bar(api.Weights{Stable: 100 - c, Canary: c}, 20),
-		(1-cs)*100, cs*100, n, o.Window.Round(time.Second))
-	failed := 0
-	for _, c := range d {
-		failed += c.Failed
-	}
+	line := fmt.Sprintf("%s   %s of %d calls in the last %s", view.Bar(api.Weights{Stable: 100 - others, Canary: others}, 20),
+		strings.Join(parts, ", "), n, o.Window.Round(time.Second))
 	if failed > 0 {
-		line += fmt.Sprintf(", %d failed", failed)
+		line += fmt.Sprintf(" (%d failed)", failed)
 	}
 	return line
 }

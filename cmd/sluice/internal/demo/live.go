@@ -132,7 +132,7 @@ func (l *Live) lines(f Frame) error {
 	if d := f.Observed.Class[probe.DefaultClass]; d.Answered() >= minObserved &&
 		(changed || f.Stage != l.observedStage || f.Elapsed-l.observedAt >= observeEvery) {
 		l.observedAt, l.observedStage = f.Elapsed, f.Stage
-		line := "observed " + observedLine(f.Observed, stableOf(f.Status), canaryOf(f.Status))
+		line := "observed " + observedLine(f.Observed, stableOf(f.Status))
 		if t := f.Observed.Class[TestersClass]; t.Answered() > 0 {
 			line += "; testers → " + shares(t)
 		}
