@@ -245,6 +245,12 @@ func TestInvalidPushKeepsTheRolloutGoing(t *testing.T) {
 	if split["web:v2"] == 0 || split["web:v1"] == 0 {
 		t.Errorf("clients lost the canary split after invalid pushes: %v", split)
 	}
+
+	w.push("fix: back to the spec in force", map[string]string{"web.yaml": w.rollout("web:v2", 30)})
+	st = r.waitStatus(t, "the errors cleared", func(s rollout.Status) bool { return len(s.Errors) == 0 })
+	if st.Weights.Canary != 30 || st.Phase != rollout.PhasePaused {
+		t.Errorf("the fix moved the rollout: %s %v", st.Phase, st.Weights)
+	}
 }
 
 func TestDeletedFileLeavesTrafficInPlace(t *testing.T) {

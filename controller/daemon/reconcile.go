@@ -62,7 +62,12 @@ func (d *Daemon) eventFor(c diffengine.Change, rev gitwatch.Revision, rejected m
 		return rollout.Invalid{Commit: rev.Commit, Errors: diags}, true
 	}
 	if c.Class == diffengine.Unchanged {
-		return nil, false
+		// A fix that restores exactly the spec in force still has to clear
+		// the errors the broken commit left in status.
+		if s, ok := d.runner.State(c.Rollout); !ok || len(s.Errors) == 0 {
+			return nil, false
+		}
+		c.Class = diffengine.Cosmetic
 	}
 	ch := rollout.Change{Commit: rev.Commit, Class: rollout.Class(c.Class), Rollout: c.New}
 	if c.Risky {
