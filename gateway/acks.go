@@ -30,18 +30,19 @@ func (s *Server) WaitForAck(ctx context.Context, host, version string) error {
 	if err != nil {
 		return err
 	}
-	s.waiters.Add(1)
-	defer s.waiters.Add(-1)
+	ch, remove := s.addWaiter()
+	defer remove()
 	var w ackWait
 	for {
-		ch := s.changes()
+		start := time.Now()
 		pending, err := s.ackStatus(host, v, &w)
 		if err != nil || pending == 0 {
 			return err
 		}
 		// Thousands of ACKs arrive within milliseconds of each other:
-		// re-check at most every recheckEvery instead of once per ACK.
-		if wait := recheckEvery - time.Since(w.checked); wait > 0 {
+		// re-check at most every recheckEvery, and never spend more than
+		// a fifth of the time checking, instead of once per ACK.
+		if wait := max(recheckEvery, 5*time.Since(start)) - time.Since(start); wait > 0 {
 			t := time.NewTimer(wait)
 			select {
 			case <-t.C:
@@ -64,7 +65,6 @@ const recheckEvery = time.Millisecond
 // still pending and the newest stream seen, so a re-check only looks at
 // those and at streams that connected since.
 type ackWait struct {
-	checked time.Time
 	pending map[*stream]bool // nil before the first check
 	maxID   uint64
 }
@@ -72,7 +72,6 @@ type ackWait struct {
 // ackStatus counts the interested clients that have not ACKed generation v
 // of host yet; it fails on the first NACK.
 func (s *Server) ackStatus(host string, v uint64, w *ackWait) (int, error) {
-	w.checked = time.Now()
 	snap := s.snap.Load()
 	key, ok := snap.hosts[host]
 	if !ok {

@@ -73,11 +73,11 @@ type Server struct {
 	nextID  atomic.Uint64
 	nonce   atomic.Uint64
 
-	// changed is closed and replaced whenever an ACK, a NACK or a stream
-	// change happens, waking WaitForAck callers.
-	changeMu sync.Mutex
-	changed  chan struct{}
-	waiters  atomic.Int32
+	// waiters holds one wake-up channel (capacity 1) per WaitForAck call,
+	// as an immutable slice: broadcast, called on every ACK, only loads it
+	// and does non-blocking sends, with no lock and no allocation.
+	waitMu  sync.Mutex
+	waiters atomic.Pointer[[]chan struct{}]
 
 	done     chan struct{}
 	doneOnce sync.Once
@@ -108,7 +108,6 @@ func New(opts Options) (*Server, error) {
 		opts:    opts,
 		m:       m,
 		streams: map[*stream]struct{}{},
-		changed: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
 	if opts.TLS.enabled() {
@@ -292,18 +291,45 @@ func (s *Server) followPush(host, version string) {
 }
 
 // broadcast wakes WaitForAck callers after an ACK, NACK or stream change.
+// A waiter that is busy keeps one pending wake-up, which is enough: it
+// re-checks everything when it looks again.
 func (s *Server) broadcast() {
-	if s.waiters.Load() == 0 {
+	p := s.waiters.Load()
+	if p == nil {
 		return
 	}
-	s.changeMu.Lock()
-	close(s.changed)
-	s.changed = make(chan struct{})
-	s.changeMu.Unlock()
+	for _, c := range *p {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
 }
 
-func (s *Server) changes() <-chan struct{} {
-	s.changeMu.Lock()
-	defer s.changeMu.Unlock()
-	return s.changed
+// addWaiter registers a wake-up channel; the returned func removes it.
+func (s *Server) addWaiter() (<-chan struct{}, func()) {
+	c := make(chan struct{}, 1)
+	s.waitMu.Lock()
+	defer s.waitMu.Unlock()
+	var next []chan struct{}
+	if p := s.waiters.Load(); p != nil {
+		next = append(next, *p...)
+	}
+	next = append(next, c)
+	s.waiters.Store(&next)
+	return c, func() {
+		s.waitMu.Lock()
+		defer s.waitMu.Unlock()
+		var rest []chan struct{}
+		for _, x := range *s.waiters.Load() {
+			if x != c {
+				rest = append(rest, x)
+			}
+		}
+		if len(rest) == 0 {
+			s.waiters.Store(nil)
+			return
+		}
+		s.waiters.Store(&rest)
+	}
 }
