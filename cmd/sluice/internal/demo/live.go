@@ -22,7 +22,7 @@ const (
 )
 
 // minObserved is how many answers make an observed split worth printing.
-const minObserved = 20
+const minObserved = 100
 
 // observeEvery is how often the plain view repeats the observed split
 // when nothing else changes.

@@ -23,10 +23,14 @@ type show struct {
 	rec   *Recorder
 
 	commit        string
+	pushStage     string
 	pushed, ended time.Time
 }
 
 var demoKey = api.Key{Namespace: Namespace, Name: RolloutName}
+
+// drain is how long calls routed before the end may still be answered.
+const drain = 500 * time.Millisecond
 
 // play runs the acts and returns the rollout's final status.
 func (s *show) play(ctx context.Context) (*httpapi.RolloutStatus, error) {
@@ -60,11 +64,11 @@ func (s *show) push(ctx context.Context) (*httpapi.RolloutStatus, error) {
 	}
 	s.pushed = time.Now()
 	s.rec.Pushed(s.pushed)
-	stage := fmt.Sprintf("pushed %s (commit %s, %s)", CanaryVersion, shortSHA(s.commit), s.w.repo.Tool())
+	s.pushStage = fmt.Sprintf("pushed %s (commit %s, %s)", CanaryVersion, shortSHA(s.commit), s.w.repo.Tool())
 	if err := pokeWebhook(ctx, s.w.httpAddr, s.w.secret); err != nil {
-		stage += "; webhook failed, waiting for the poll: " + err.Error()
+		s.pushStage += "; webhook failed, waiting for the poll: " + err.Error()
 	}
-	final, err := s.until(ctx, stage, func(r *httpapi.RolloutStatus) bool {
+	final, err := s.until(ctx, s.pushStage, func(r *httpapi.RolloutStatus) bool {
 		return r != nil && r.Commit == s.commit && settled(r)
 	})
 	s.ended = time.Now()
@@ -74,20 +78,19 @@ func (s *show) push(ctx context.Context) (*httpapi.RolloutStatus, error) {
 // result shows the traffic after the end in a fresh window, and waits for
 // the abort's alert to reach the sink.
 func (s *show) result(ctx context.Context, final *httpapi.RolloutStatus) error {
+	// The status can show the end a moment before every client has the
+	// new routes, and calls already in flight were routed before: let them
+	// drain, then count afresh.
+	if err := s.hold(ctx, s.pushStage, drain); err != nil {
+		return err
+	}
 	s.w.load.ResetWindow()
 	stage := fmt.Sprintf("promoted: %s takes all traffic", CanaryVersion)
 	if final.Aborted {
 		stage = fmt.Sprintf("rolled back: all traffic is back on %s", final.StableVersion)
 	}
 	settle := max(1500*time.Millisecond, 3*time.Second/time.Duration(s.opts.Speed))
-	resetAgain := true
 	_, err := s.until(ctx, stage, func(*httpapi.RolloutStatus) bool {
-		// The status can show the end a moment before every client has
-		// the new routes: calls routed before then are not the result.
-		if resetAgain && time.Since(s.ended) > 500*time.Millisecond {
-			s.w.load.ResetWindow()
-			resetAgain = false
-		}
 		if time.Since(s.ended) < settle {
 			return false
 		}
