@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"reflect"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,7 +41,6 @@ type schemaWalk struct {
 var (
 	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
 	rawMessageType  = reflect.TypeFor[json.RawMessage]()
-	simpleKey       = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
 )
 
 // pluginSchemas gives plugin configuration blocks (free-form
@@ -77,7 +75,7 @@ func (w *schemaWalk) has(path string) bool {
 }
 
 func childPath(parent, key string) string {
-	if !simpleKey.MatchString(key) {
+	if !isSimpleKey(key) {
 		return parent + "[" + key + "]"
 	}
 	if parent == "" {
@@ -86,7 +84,20 @@ func childPath(parent, key string) string {
 	return parent + "." + key
 }
 
-func indexPath(parent string, i int) string { return fmt.Sprintf("%s[%d]", parent, i) }
+func indexPath(parent string, i int) string { return parent + "[" + strconv.Itoa(i) + "]" }
+
+// isSimpleKey reports whether a key can follow a dot in a field path
+// ([A-Za-z_][A-Za-z0-9_-]*); others are written in brackets.
+func isSimpleKey(k string) bool {
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		letter := c == '_' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')
+		if !letter && (i == 0 || (c != '-' && (c < '0' || c > '9'))) {
+			return false
+		}
+	}
+	return k != ""
+}
 
 func (w *schemaWalk) warn(path string, line int, format string, args ...any) {
 	w.diags = append(w.diags, Diagnostic{Line: line, Field: path, Message: fmt.Sprintf(format, args...), Severity: SeverityWarning})
@@ -109,7 +120,7 @@ func (w *schemaWalk) walk(n *yaml.Node, t reflect.Type, path string, line int) {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t == nil || t.Kind() == reflect.Interface || t == rawMessageType || reflect.PointerTo(t).Implements(jsonUnmarshaler) {
+	if t == nil || t.Kind() == reflect.Interface || t == rawMessageType || decodesItself(t) {
 		w.record(n, path)
 		return
 	}
@@ -323,6 +334,19 @@ func describe(n *yaml.Node) string {
 	default:
 		return fmt.Sprintf("%q", n.Value)
 	}
+}
+
+var selfDecoding sync.Map // reflect.Type -> bool
+
+// decodesItself reports whether *t implements json.Unmarshaler (IntOrString,
+// Quantity, Time, ...): such values are decoded as they are, not walked.
+func decodesItself(t reflect.Type) bool {
+	if v, ok := selfDecoding.Load(t); ok {
+		return v.(bool)
+	}
+	v := reflect.PointerTo(t).Implements(jsonUnmarshaler)
+	selfDecoding.Store(t, v)
+	return v
 }
 
 var fieldCache sync.Map // reflect.Type -> map[string]reflect.Type
