@@ -135,28 +135,33 @@ func (s *Scheduler) filterWorker(w int) {
 			if len(cand) == 0 {
 				break
 			}
-			f, out := nf.f, buf.out[:len(cand)]
 			if nf.batch != nil {
-				nf.batch.FilterNodes(c.ctx, &s.state, c.pod, cand, out)
-			} else {
-				for i, id := range cand {
-					out[i] = f.Filter(c.ctx, &s.state, c.pod, &s.g.nodes[id])
+				// The worker's own Rejections: a fresh one would escape
+				// to the heap through the interface call.
+				rej := &buf.rej
+				rej.t, rej.err = t, nil
+				cand = nf.batch.FilterNodes(c.ctx, &s.state, c.pod, cand, rej)
+				if rej.err != nil {
+					s.errs[w] = rej.err.WithPlugin(nf.f.Name())
+					s.found.Store(c.want) // stop everyone
+					return
 				}
+				continue
 			}
 			kept := cand[:0]
-			for i, id := range cand {
-				st := out[i]
+			for _, id := range cand {
+				st := nf.f.Filter(c.ctx, &s.state, c.pod, &s.g.nodes[id])
 				if st == nil {
 					kept = append(kept, id)
 					continue
 				}
 				if st.code == Error {
-					s.errs[w] = st.WithPlugin(f.Name())
+					s.errs[w] = st.WithPlugin(nf.f.Name())
 					s.found.Store(c.want) // stop everyone
 					return
 				}
 				if st.plugin == "" {
-					st = st.WithPlugin(f.Name())
+					st = st.WithPlugin(nf.f.Name())
 				}
 				t.add(st)
 			}
@@ -187,7 +192,7 @@ type nodeFilter struct {
 // filterBuf is one worker's scratch for a chunk.
 type filterBuf struct {
 	cand []int32
-	out  []*Status
+	rej  Rejections
 }
 
 // domainMask is one DomainFilterPlugin's verdicts for this cycle, with the

@@ -28,11 +28,31 @@ type FilterPlugin interface {
 }
 
 // BatchFilterPlugin is optional for filter plugins: FilterNodes checks many
-// nodes (by ID) in one call and writes each verdict (nil or a rejection)
-// to out. It must agree with Filter.
+// nodes (by ID) in one call, moves the ones that pass to the front of nodes
+// (keeping their order) and returns that prefix; every other node's
+// rejection goes to rej. One pass, no interface call per node. It must
+// agree with Filter.
 type BatchFilterPlugin interface {
 	FilterPlugin
-	FilterNodes(ctx context.Context, state *CycleState, pod *PodInfo, nodes []int32, out []*Status)
+	FilterNodes(ctx context.Context, state *CycleState, pod *PodInfo, nodes []int32, rej *Rejections) []int32
+}
+
+// Rejections counts a batch filter's rejections by status. It does not
+// allocate once warm: plugins pass their shared, pre-built statuses.
+type Rejections struct {
+	t   *tally
+	err *Status
+}
+
+// Add records one rejected node.
+func (r *Rejections) Add(st *Status) {
+	if st.Code() == Error {
+		if r.err == nil {
+			r.err = st
+		}
+		return
+	}
+	r.t.add(st)
 }
 
 // DomainFilterPlugin is optional for filter plugins whose verdict on a node

@@ -179,33 +179,39 @@ func (a *NodeAffinity) Filter(_ context.Context, state *CycleState, pod *PodInfo
 
 // FilterNodes implements BatchFilterPlugin: one state read per batch, then
 // a byte per node once the memo knows it.
-func (a *NodeAffinity) FilterNodes(ctx context.Context, state *CycleState, pod *PodInfo, ids []int32, out []*Status) {
+func (a *NodeAffinity) FilterNodes(ctx context.Context, state *CycleState, pod *PodInfo, ids []int32, rej *Rejections) []int32 {
 	m, _ := state.Read(a.key).(*selectorMemo)
+	kept := ids[:0]
 	if m == nil {
 		if len(pod.selector) == 0 && len(pod.termEnds) == 0 {
-			clear(out)
-			return
+			return ids
 		}
-		for i, id := range ids {
-			out[i] = a.Filter(ctx, state, pod, &a.g.nodes[id])
+		for _, id := range ids {
+			if st := a.Filter(ctx, state, pod, &a.g.nodes[id]); st != nil {
+				rej.Add(st)
+				continue
+			}
+			kept = append(kept, id)
 		}
-		return
+		return kept
 	}
 	v := m.verdict
-	for i, id := range ids {
-		switch v[id] {
-		case 1:
-			out[i] = nil
-		case 2:
-			out[i] = a.mismatch
-		default:
-			if matchesSelector(m.selector, m.reqs, m.termEnds, m.vals, &a.g.cold[id]) {
-				v[id], out[i] = 1, nil
-			} else {
-				v[id], out[i] = 2, a.mismatch
+	for _, id := range ids {
+		ok := v[id] == 1
+		if v[id] == 0 {
+			ok = matchesSelector(m.selector, m.reqs, m.termEnds, m.vals, &a.g.cold[id])
+			v[id] = 2
+			if ok {
+				v[id] = 1
 			}
 		}
+		if !ok {
+			rej.Add(a.mismatch)
+			continue
+		}
+		kept = append(kept, id)
 	}
+	return kept
 }
 
 func matchesSelector(sel []labelPair, reqs []compiledReq, termEnds []int, vals []int32, n *nodeCold) bool {

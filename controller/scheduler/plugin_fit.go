@@ -50,21 +50,22 @@ func (f *Fit) Filter(_ context.Context, _ *CycleState, pod *PodInfo, n *NodeStat
 }
 
 // FilterNodes implements BatchFilterPlugin.
-func (f *Fit) FilterNodes(_ context.Context, _ *CycleState, pod *PodInfo, ids []int32, out []*Status) {
-	r, nodes := pod.Requests, f.g.nodes
-	for i, id := range ids {
+func (f *Fit) FilterNodes(_ context.Context, _ *CycleState, pod *PodInfo, ids []int32, rej *Rejections) []int32 {
+	r, nodes, kept := pod.Requests, f.g.nodes, ids[:0]
+	for _, id := range ids {
 		free := &nodes[id].free
 		switch {
 		case r.Pods > free.Pods:
-			out[i] = f.tooManyPods
+			rej.Add(f.tooManyPods)
 		case r.MilliCPU > free.MilliCPU:
-			out[i] = f.insufficientCPU
+			rej.Add(f.insufficientCPU)
 		case r.Memory > free.Memory:
-			out[i] = f.insufficientMemory
+			rej.Add(f.insufficientMemory)
 		default:
-			out[i] = nil
+			kept = append(kept, id)
 		}
 	}
+	return kept
 }
 
 // ExplainFilter implements FilterExplainer.

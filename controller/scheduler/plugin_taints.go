@@ -51,15 +51,18 @@ func (t *TaintToleration) Filter(_ context.Context, _ *CycleState, pod *PodInfo,
 }
 
 // FilterNodes implements BatchFilterPlugin.
-func (t *TaintToleration) FilterNodes(ctx context.Context, state *CycleState, pod *PodInfo, ids []int32, out []*Status) {
-	nodes := t.g.nodes
-	for i, id := range ids {
-		if nodes[id].flags == 0 {
-			out[i] = nil
-			continue
+func (t *TaintToleration) FilterNodes(ctx context.Context, state *CycleState, pod *PodInfo, ids []int32, rej *Rejections) []int32 {
+	nodes, kept := t.g.nodes, ids[:0]
+	for _, id := range ids {
+		if nodes[id].flags != 0 {
+			if st := t.Filter(ctx, state, pod, &nodes[id]); st != nil {
+				rej.Add(st)
+				continue
+			}
 		}
-		out[i] = t.Filter(ctx, state, pod, &nodes[id])
+		kept = append(kept, id)
 	}
+	return kept
 }
 
 // ExplainFilter implements FilterExplainer: it names the taint.

@@ -57,12 +57,23 @@ func (h *harness) filter(pod Pod) map[string]string {
 		out[h.g.cold[id].name] = st.Reason()
 	}
 	if b, ok := h.p.(BatchFilterPlugin); ok {
-		batch := make([]*Status, len(h.g.order))
-		b.FilterNodes(ctx, &h.state, &pi, h.g.order, batch)
-		for i, id := range h.g.order {
-			if got, want := batch[i].Reason(), out[h.g.cold[id].name]; got != want {
-				h.t.Fatalf("FilterNodes on %s = %q, Filter gives %q", h.g.cold[id].name, got, want)
+		var tl tally
+		kept := b.FilterNodes(ctx, &h.state, &pi, slices.Clone(h.g.order), &Rejections{t: &tl})
+		var wantKept []int32
+		rejected := map[string]int{}
+		for _, id := range h.g.order {
+			if r := out[h.g.cold[id].name]; r == "" {
+				wantKept = append(wantKept, id)
+			} else {
+				rejected[r]++
 			}
+		}
+		got := map[string]int{}
+		for i, st := range tl.st {
+			got[st.Reason()] += tl.n[i]
+		}
+		if !slices.Equal(kept, wantKept) || !mapsEqual(got, rejected) {
+			h.t.Fatalf("FilterNodes kept %v rejected %v; Filter keeps %v rejects %v", kept, got, wantKept, rejected)
 		}
 	}
 	return out

@@ -149,7 +149,7 @@ func New(opts Options) (*Scheduler, error) {
 	}
 	s.bufs = make([]filterBuf, opts.Parallelism)
 	for i := range s.bufs {
-		s.bufs[i] = filterBuf{cand: make([]int32, 0, opts.ChunkSize), out: make([]*Status, opts.ChunkSize)}
+		s.bufs[i] = filterBuf{cand: make([]int32, 0, opts.ChunkSize)}
 	}
 	s.queue.init(opts.QueueSize)
 	s.filterTask = s.filterWorker
