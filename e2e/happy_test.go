@@ -48,8 +48,9 @@ spec:
   - name: success-rate
     initialDelay: 4s
     interval: 2s
-    count: 2
+    count: 3
     failureLimit: 0
+    inconclusiveLimit: 2
     successCondition: len(result) > 0 && result[0] >= 0.95
     provider:
       prometheus:
@@ -89,6 +90,10 @@ func TestHappyPath(t *testing.T) {
 		}
 	}
 
+	// Both backends are scraped (v2's counters exist at 0 before it gets
+	// any traffic), so the analysis only waits for rate() to have samples.
+	prom.WaitFor(t, `requests_total{code="OK"}`, 2, 30*time.Second)
+
 	spec.Version = v2
 	commit := repo.push("v2", map[string]string{"rollouts/happy.yaml": spec.yaml()})
 	st := d.waitStatus("happy", 60*time.Second, "pause after analysis", func(s httpapi.RolloutStatus) bool {
@@ -118,6 +123,10 @@ func TestHappyPath(t *testing.T) {
 		t.Errorf("a beta=off cookie must follow the weights, got %v", off)
 	}
 
+	if got := headerRoutes(routeTable(t, d.xdsAddr, spec.Host)); strings.Join(got, ",") != "testers,beta" {
+		t.Errorf("during the canary the xDS route table has header routes %v, want testers, beta", got)
+	}
+
 	out := d.cli("promote", "happy")
 	if !strings.Contains(out, "happy") {
 		t.Errorf("promote said %q", out)
@@ -133,6 +142,10 @@ func TestHappyPath(t *testing.T) {
 		if split.Share(v2) != 1 {
 			t.Errorf("after promotion %s: %v", class, split)
 		}
+	}
+	// The routes are gone from what clients are served, not only from status.
+	if got := headerRoutes(routeTable(t, d.xdsAddr, spec.Host)); len(got) != 0 {
+		t.Errorf("after promotion the xDS route table still has header routes %v", got)
 	}
 	if n := d.metric("sluice_commit_to_traffic_seconds_count"); n < 1 {
 		t.Errorf("sluice_commit_to_traffic_seconds_count = %v", n)
