@@ -29,6 +29,9 @@ func (q *queue) init(size int) {
 // returns ErrQueueFull: nothing is dropped silently. The scheduler keeps
 // the pointer until the pod's Result is emitted.
 func (s *Scheduler) Enqueue(p *Pod) error {
+	if p == nil {
+		return errors.New("enqueue: nil pod")
+	}
 	q := &s.queue
 	q.mu.Lock()
 	if q.n == len(q.buf) {
