@@ -55,6 +55,7 @@ func (s *Server) DeltaAggregatedResources(gs grpc.BidiStreamingServer[discoveryv
 			}
 		}
 	}()
+	pub := s.publishedChan()
 	for {
 		select {
 		case <-s.done:
@@ -78,7 +79,8 @@ func (s *Server) DeltaAggregatedResources(gs grpc.BidiStreamingServer[discoveryv
 			if err := s.deltaSend(gs, st, t); err != nil {
 				return err
 			}
-		case <-st.wake:
+		case <-pub:
+			pub = s.publishedChan()
 			for t := range numTypes {
 				if err := s.deltaSend(gs, st, t); err != nil {
 					return err

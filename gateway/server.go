@@ -65,8 +65,9 @@ type Server struct {
 	m     *metrics
 	creds credentials.TransportCredentials
 
-	writeMu sync.Mutex // one publisher at a time
-	snap    atomic.Pointer[snapshot]
+	writeMu   sync.Mutex // one publisher at a time
+	snap      atomic.Pointer[snapshot]
+	published atomic.Pointer[chan struct{}] // closed and replaced on publish
 
 	mu      sync.RWMutex
 	streams map[*stream]struct{}
@@ -116,6 +117,8 @@ func New(opts Options) (*Server, error) {
 		}
 	}
 	s.snap.Store(emptySnapshot())
+	pub := make(chan struct{})
+	s.published.Store(&pub)
 	return s, nil
 }
 
@@ -252,16 +255,18 @@ func (s *Server) Clients() int {
 
 // notify wakes every stream without blocking: a stream that is still busy
 // already has a wake-up pending and will read the newest snapshot.
+//
+// Closing one channel readies every waiting stream goroutine in a single
+// pass of the runtime, instead of one channel send per stream.
 func (s *Server) notify() {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	for st := range s.streams {
-		select {
-		case st.wake <- struct{}{}:
-		default:
-		}
-	}
+	next := make(chan struct{})
+	old := s.published.Swap(&next)
+	close(*old)
 }
+
+// publishedChan is closed at the next publish. A stream takes it before
+// reading the snapshot, so a publish in between is never missed.
+func (s *Server) publishedChan() <-chan struct{} { return *s.published.Load() }
 
 // followPush observes sluice_xds_push_seconds for one publish, in the
 // background, bounded by AckTimeout and by the server's lifetime.

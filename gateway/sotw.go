@@ -123,6 +123,7 @@ func (s *Server) StreamAggregatedResources(gs grpc.BidiStreamingServer[discovery
 			}
 		}
 	}()
+	pub := s.publishedChan()
 	for {
 		select {
 		case <-s.done:
@@ -149,7 +150,8 @@ func (s *Server) StreamAggregatedResources(gs grpc.BidiStreamingServer[discovery
 			if err != nil {
 				return err
 			}
-		case <-st.wake:
+		case <-pub:
+			pub = s.publishedChan()
 			for t := range numTypes {
 				if err := s.sotwSend(gs, st, t); err != nil {
 					return err

@@ -13,7 +13,6 @@ import (
 type stream struct {
 	id    uint64
 	delta bool
-	wake  chan struct{}
 	// shared is false for streams whose responses cannot be shared
 	// (a client that asked for compression).
 	shared bool
@@ -25,7 +24,7 @@ type stream struct {
 }
 
 func (s *Server) addStream(ctx context.Context, delta bool) *stream {
-	st := &stream{delta: delta, wake: make(chan struct{}, 1), shared: true}
+	st := &stream{delta: delta, shared: true}
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		for _, enc := range md.Get("grpc-encoding") {
 			if enc != "" && enc != "identity" {
