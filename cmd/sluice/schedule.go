@@ -6,7 +6,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/scheduler/plan"
@@ -29,7 +28,6 @@ type scheduleOptions struct {
 	dependsOn  []string
 	weights    []string
 	percentage int32
-	halfLife   time.Duration
 	output     string
 }
 
@@ -69,7 +67,6 @@ Exit status: 0 all pods placed, 1 some pods unschedulable, 2 trouble.`,
 	f.StringSliceVar(&o.dependsOn, "depends-on", nil, "services the pods depend on, in addition to the annotation")
 	f.StringSliceVar(&o.weights, "weight", nil, "score plugin weight, PLUGIN=N (LeastHeat, DependencyAffinity, TopologySpread, BaselineMatch)")
 	f.Int32Var(&o.percentage, "percentage-of-nodes-to-score", 0, "share of nodes to find feasible before scoring (0 adaptive, 100 all)")
-	f.DurationVar(&o.halfLife, "heat-half-life", 5*time.Minute, "how fast node heat decays")
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
 	_ = cmd.MarkFlagRequired("nodes")
 	_ = cmd.MarkFlagRequired("rollout")
@@ -98,7 +95,7 @@ func runSchedule(cmd *cobra.Command, o scheduleOptions) error {
 		Cluster: cluster, Rollout: ro, Replicas: o.replicas, Baseline: o.baseline,
 		Explain: o.explain, TopN: o.top, Seed: o.seed,
 		DomainKey: o.domainKey, MaxSkew: o.maxSkew, Critical: o.avoid, DependsOn: o.dependsOn,
-		Weights: weights, PercentageOfNodesToScore: o.percentage, HeatHalfLife: o.halfLife,
+		Weights: weights, PercentageOfNodesToScore: o.percentage,
 	})
 	if err != nil {
 		return err

@@ -37,7 +37,6 @@ type Options struct {
 	// Weights override score plugin weights by plugin name; 0 disables.
 	Weights                  map[string]int64
 	PercentageOfNodesToScore int32
-	HeatHalfLife             time.Duration
 }
 
 // Report is the plan: where each pod goes, what could not be placed, and
@@ -220,11 +219,11 @@ func newScheduler(o Options) (*scheduler.Scheduler, scheduler.FailureDomainArgs,
 			return nil, fd, fmt.Errorf("weight for unknown plugin %q", name)
 		}
 	}
-	// The clock is fixed: a plan is a snapshot, and the output must not
-	// depend on when it runs.
+	// The clock is fixed: a plan is a snapshot (so heat does not decay
+	// while it is made), and the output must not depend on when it runs.
 	now := time.Unix(0, 0)
 	s, err := scheduler.New(scheduler.Options{
-		Graph:                    scheduler.GraphOptions{TopologyKeys: topologyKeys(o.Cluster), HeatHalfLife: o.HeatHalfLife},
+		Graph:                    scheduler.GraphOptions{TopologyKeys: topologyKeys(o.Cluster)},
 		Plugins:                  plugins,
 		Seed:                     o.Seed,
 		PercentageOfNodesToScore: o.PercentageOfNodesToScore,
