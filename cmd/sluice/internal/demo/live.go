@@ -47,9 +47,28 @@ type Live struct {
 	observedStage string // the stage of the last observed line: each stage gets one
 }
 
-// NewLive returns a view writing to w; tty selects in-place redrawing.
-func NewLive(w io.Writer, tty bool) *Live {
-	return &Live{w: w, tty: tty, metrics: map[string]string{}}
+// Mode says how a Live view writes.
+type Mode int
+
+// Modes of the live view.
+const (
+	// Lines prints one line per change: logs, pipes, CI.
+	Lines Mode = iota
+	// Terminal redraws one block in place.
+	Terminal
+)
+
+// ModeOf is Terminal when tty is set, Lines otherwise.
+func ModeOf(tty bool) Mode {
+	if tty {
+		return Terminal
+	}
+	return Lines
+}
+
+// NewLive returns a view writing to w in mode m.
+func NewLive(w io.Writer, m Mode) *Live {
+	return &Live{w: w, tty: m == Terminal, metrics: map[string]string{}}
 }
 
 // IsTerminal reports whether f is a character device (a terminal) and TERM

@@ -96,7 +96,7 @@ func Run(ctx context.Context, opts Options) (sum Summary, err error) {
 	}()
 	writeHeader(opts, w)
 
-	s := &show{opts: opts, w: w, start: start, live: NewLive(opts.Out, opts.TTY), rec: NewRecorder()}
+	s := &show{opts: opts, w: w, start: start, live: NewLive(opts.Out, ModeOf(opts.TTY)), rec: NewRecorder()}
 	defer s.live.Close()
 	deadline, stop := context.WithTimeout(w.ctx, opts.Timeout)
 	defer stop()

@@ -135,15 +135,15 @@ func TestRender(t *testing.T) {
 func TestLive(t *testing.T) {
 	tests := []struct {
 		name string
-		tty  bool
+		mode Mode
 	}{
-		{"live-plain", false},
-		{"live-tty", true},
+		{"live-plain", Lines},
+		{"live-tty", Terminal},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var b bytes.Buffer
-			l := NewLive(&b, tt.tty)
+			l := NewLive(&b, tt.mode)
 			for _, f := range scene() {
 				if err := l.Draw(f); err != nil {
 					t.Fatal(err)
@@ -153,7 +153,7 @@ func TestLive(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := b.Bytes()
-			if tt.tty {
+			if tt.mode == Terminal {
 				// Escapes made visible, so the golden diff is readable.
 				out = []byte(strings.ReplaceAll(string(out), "\x1b", "<ESC>"))
 			} else if bytes.Contains(out, []byte("\x1b")) {
