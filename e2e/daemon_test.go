@@ -25,7 +25,7 @@ import (
 
 // daemon is a `sluice run` process.
 type daemon struct {
-	t        *testing.T
+	t        testing.TB
 	cmd      *exec.Cmd
 	xdsAddr  string
 	httpAddr string
@@ -55,7 +55,7 @@ func (l *lockedBuffer) String() string {
 
 // startDaemon runs `sluice run` on loopback ports picked by the kernel,
 // following repo's main branch, with extra flags, until the test ends.
-func startDaemon(t *testing.T, repo *gitRepo, flags ...string) *daemon {
+func startDaemon(t testing.TB, repo *gitRepo, flags ...string) *daemon {
 	t.Helper()
 	args := append([]string{"run",
 		"--repo", repo.origin, "--branch", "main", "--interval", "500ms",

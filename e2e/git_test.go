@@ -14,12 +14,12 @@ import (
 // gitRepo is a bare origin the daemon follows and a clone the test
 // commits in and pushes from, with the real git command.
 type gitRepo struct {
-	t      *testing.T
+	t      testing.TB
 	origin string
 	work   string
 }
 
-func newGitRepo(t *testing.T) *gitRepo {
+func newGitRepo(t testing.TB) *gitRepo {
 	t.Helper()
 	requireGit(t)
 	dir := t.TempDir()

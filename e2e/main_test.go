@@ -37,7 +37,7 @@ func run(m *testing.M) int {
 
 // requireGit fails the test when git is missing: CI installs it
 // (hack/test-deps.sh), so skipping would hide a broken setup.
-func requireGit(t *testing.T) {
+func requireGit(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatal("git is not installed; run hack/test-deps.sh")

@@ -19,7 +19,7 @@ import (
 
 // postHook sends a generic webhook signed with secret and returns the
 // status code.
-func postHook(t *testing.T, d *daemon, secret []byte) int {
+func postHook(t testing.TB, d *daemon, secret []byte) int {
 	t.Helper()
 	body := []byte(`{"ref": "refs/heads/main"}`)
 	mac := hmac.New(sha256.New, secret)
@@ -41,7 +41,8 @@ func postHook(t *testing.T, d *daemon, secret []byte) int {
 // TestWebhookFetch: with --interval 1h a push is picked up only when a
 // verified webhook arrives (a forged one is refused and fetches nothing),
 // and the commit-to-traffic time the daemon measures agrees with what the
-// clients observe within 100 ms.
+// clients observe within 100 ms. How fast that is is measured by
+// BenchmarkCommitToTraffic.
 func TestWebhookFetch(t *testing.T) {
 	t.Parallel()
 	b1, b2 := startBackend(t, v1, 0), startBackend(t, v2, 0)
@@ -95,9 +96,6 @@ func TestWebhookFetch(t *testing.T) {
 	}
 	daemon := time.Duration((d.metric("sluice_commit_to_traffic_seconds_sum") - sumBefore) * float64(time.Second))
 	t.Logf("webhook to first v2 answer at the clients: %v; sluice_commit_to_traffic_seconds: %v", clients, daemon)
-	if clients > time.Second {
-		t.Errorf("commit to traffic with a webhook took %v, want under 1s", clients)
-	}
 	if diff := math.Abs(float64(clients - daemon)); diff > float64(100*time.Millisecond) {
 		t.Errorf("clients (%v) and sluice_commit_to_traffic_seconds (%v) differ by more than 100ms", clients, daemon)
 	}

@@ -24,7 +24,7 @@ type backend struct {
 	grpc, http string
 }
 
-func startBackend(t *testing.T, version string, failure float64) *backend {
+func startBackend(t testing.TB, version string, failure float64) *backend {
 	t.Helper()
 	b, err := probe.NewBackend(probe.BackendOptions{Version: version, FailureRate: failure, Window: 5 * time.Second})
 	if err != nil {
@@ -52,7 +52,7 @@ func startBackend(t *testing.T, version string, failure float64) *backend {
 
 // startLoad runs a load generator until the test ends.
 // Its window is long: observe resets it and counts from there.
-func startLoad(t *testing.T, opts probe.LoadOptions) *probe.LoadGen {
+func startLoad(t testing.TB, opts probe.LoadOptions) *probe.LoadGen {
 	t.Helper()
 	if opts.Window == 0 {
 		opts.Window = 5 * time.Minute
@@ -239,7 +239,7 @@ func lineOf(t *testing.T, text, s string) int {
 	return 0
 }
 
-func ctxFor(t *testing.T, d time.Duration) context.Context {
+func ctxFor(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
