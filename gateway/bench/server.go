@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -162,11 +163,14 @@ func (s *stock) set(canary int32) error {
 // with the response already encoded and only writes it.
 type floor struct {
 	discoveryv3.UnimplementedAggregatedDiscoveryServiceServer
-	mu       sync.Mutex
-	changed  chan struct{}
+	state atomic.Pointer[floorState] // read without locks by every stream
+	gen   int
+}
+
+type floorState struct {
+	changed  chan struct{} // closed when the next state is published
 	listener *discoveryv3.DiscoveryResponse
 	route    *encoded
-	gen      int
 }
 
 type encoded struct {
@@ -188,7 +192,11 @@ func (e *encoded) send(gs grpc.ServerStream) error {
 	return gs.SendMsg(e.pm)
 }
 
-func newFloor() *floor { return &floor{changed: make(chan struct{})} }
+func newFloor() *floor {
+	f := &floor{}
+	f.state.Store(&floorState{changed: make(chan struct{})})
+	return f
+}
 
 func (f *floor) serve(ctx context.Context, lis net.Listener) error {
 	gs := grpc.NewServer(grpc.MaxConcurrentStreams(1<<20), grpc.StaticStreamWindowSize(1<<20), grpc.StaticConnWindowSize(1<<20))
@@ -204,14 +212,14 @@ func (f *floor) set(canary int32) error {
 	}
 	l, _ := anypb.New(res.Listener)
 	r, _ := anypb.New(res.Route)
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.gen++
 	v := strconv.Itoa(f.gen)
-	f.listener = &discoveryv3.DiscoveryResponse{VersionInfo: "1", TypeUrl: resourcev3.ListenerType, Nonce: "l", Resources: []*anypb.Any{l}}
-	f.route = &encoded{msg: &discoveryv3.DiscoveryResponse{VersionInfo: v, TypeUrl: resourcev3.RouteType, Nonce: v, Resources: []*anypb.Any{r}}}
-	close(f.changed)
-	f.changed = make(chan struct{})
+	old := f.state.Swap(&floorState{
+		changed:  make(chan struct{}),
+		listener: &discoveryv3.DiscoveryResponse{VersionInfo: "1", TypeUrl: resourcev3.ListenerType, Nonce: "l", Resources: []*anypb.Any{l}},
+		route:    &encoded{msg: &discoveryv3.DiscoveryResponse{VersionInfo: v, TypeUrl: resourcev3.RouteType, Nonce: v, Resources: []*anypb.Any{r}}},
+	})
+	close(old.changed)
 	return nil
 }
 
@@ -228,9 +236,7 @@ func (f *floor) StreamAggregatedResources(gs grpc.BidiStreamingServer[discoveryv
 			reqs <- r
 		}
 	}()
-	f.mu.Lock()
-	changed, route := f.changed, f.route
-	f.mu.Unlock()
+	st := f.state.Load()
 	routes := false
 	for {
 		select {
@@ -242,24 +248,19 @@ func (f *floor) StreamAggregatedResources(gs grpc.BidiStreamingServer[discoveryv
 			}
 			switch r.GetTypeUrl() {
 			case resourcev3.ListenerType:
-				f.mu.Lock()
-				l := f.listener
-				f.mu.Unlock()
-				if err := gs.Send(l); err != nil {
+				if err := gs.Send(st.listener); err != nil {
 					return err
 				}
 			case resourcev3.RouteType:
 				routes = true
-				if err := route.send(gs); err != nil {
+				if err := st.route.send(gs); err != nil {
 					return err
 				}
 			}
-		case <-changed:
-			f.mu.Lock()
-			changed, route = f.changed, f.route
-			f.mu.Unlock()
+		case <-st.changed:
+			st = f.state.Load()
 			if routes {
-				if err := route.send(gs); err != nil {
+				if err := st.route.send(gs); err != nil {
 					return err
 				}
 			}
