@@ -70,6 +70,10 @@ func (d *Daemon) eventFor(c diffengine.Change, rev gitwatch.Revision, rejected m
 		c.Class = diffengine.Cosmetic
 	}
 	ch := rollout.Change{Commit: rev.Commit, Class: rollout.Class(c.Class), Rollout: c.New}
+	if d.live(c.Rollout).InFlight {
+		resume := int32(c.ResumeStep)
+		ch.ResumeStep = &resume
+	}
 	if c.Risky {
 		ch.Risky = c.Reasons
 	}

@@ -30,13 +30,13 @@ func (m *machine) change(c Change) {
 		return
 	}
 	if len(c.Risky) > 0 {
-		m.s.Pending = &Pending{Commit: c.Commit, Class: c.Class, Rollout: c.Rollout, Reasons: c.Risky}
+		m.s.Pending = &Pending{Commit: c.Commit, Class: c.Class, Rollout: c.Rollout, Reasons: c.Risky, ResumeStep: c.ResumeStep}
 		m.alert(AlertRolloutPaused, c.Commit, "waiting for approval: "+strings.Join(c.Risky, "; "), "approval")
 		return
 	}
 	// A newer change that needs no approval supersedes a pending one.
 	m.s.Pending = nil
-	m.apply(c.Commit, c.Rollout)
+	m.apply(c.Commit, c.Rollout, c.ResumeStep)
 }
 
 // first makes the first version ever seen stable at 100 %.
@@ -55,14 +55,14 @@ func (m *machine) first(commit string, r *api.Rollout) {
 // versions decide what it is: the version in flight (or stable, with no
 // canary) means an edit; the stable version while a canary is in flight
 // means a rollback; anything else starts a new canary.
-func (m *machine) apply(commit string, r *api.Rollout) {
+func (m *machine) apply(commit string, r *api.Rollout, resume *int32) {
 	current := m.s.StableVersion
 	if m.s.CanaryVersion != "" {
 		current = m.s.CanaryVersion
 	}
 	switch r.Version {
 	case current:
-		m.edit(commit, r)
+		m.edit(commit, r, resume)
 	case m.s.StableVersion:
 		m.rollback(commit, r)
 	default:
@@ -71,9 +71,10 @@ func (m *machine) apply(commit string, r *api.Rollout) {
 }
 
 // edit takes a same-version change: the canary continues from its current
-// step (clamped to the new step count); the current step starts over only
-// when it changed. Traffic is pushed again if endpoints or host changed.
-func (m *machine) edit(commit string, r *api.Rollout) {
+// step, or from resume when the diff engine mapped it into the new steps
+// (clamped to the new step count); the current step starts over only when
+// it changed. Traffic is pushed again if endpoints or host changed.
+func (m *machine) edit(commit string, r *api.Rollout, resume *int32) {
 	old := m.s.Spec
 	oldTraffic := m.s.Traffic()
 	m.s.Spec = r
@@ -94,13 +95,16 @@ func (m *machine) edit(commit string, r *api.Rollout) {
 			m.s.Hold = nil
 		}
 	}
-	idx := m.s.StepIndex
+	from, idx := m.s.StepIndex, m.s.StepIndex
+	if resume != nil && *resume >= 0 {
+		idx = *resume
+	}
 	if n := m.s.StepCount(); idx > n {
 		idx = n
 	}
-	if idx != m.s.StepIndex || !sameStep(old.Steps, r.Steps, idx) {
+	m.s.StepIndex = idx
+	if !sameStep(old.Steps, from, r.Steps, idx) {
 		m.stopStepWork()
-		m.s.StepIndex = idx
 		m.s.Cursor = CursorEnter
 	}
 	if !reflect.DeepEqual(oldTraffic, m.s.Traffic()) {
@@ -109,12 +113,13 @@ func (m *machine) edit(commit string, r *api.Rollout) {
 	m.advance()
 }
 
-// sameStep reports whether both step lists have the same step at i.
-func sameStep(a, b []api.Step, i int32) bool {
-	if int(i) >= len(a) || int(i) >= len(b) {
-		return int(i) >= len(a) && int(i) >= len(b)
+// sameStep reports whether step i of a and step j of b are the same step
+// (both past the end counts as the same).
+func sameStep(a []api.Step, i int32, b []api.Step, j int32) bool {
+	if int(i) >= len(a) || int(j) >= len(b) {
+		return int(i) >= len(a) && int(j) >= len(b)
 	}
-	return reflect.DeepEqual(a[i], b[i])
+	return reflect.DeepEqual(a[i], b[j])
 }
 
 // rollback drops the canary because the stable version was pushed again:

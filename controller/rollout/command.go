@@ -87,7 +87,7 @@ func (m *machine) command(c Command) {
 	case CmdApprove:
 		p := m.s.Pending
 		m.s.Pending = nil
-		m.apply(p.Commit, p.Rollout)
+		m.apply(p.Commit, p.Rollout, p.ResumeStep)
 		m.advance()
 	case CmdPause:
 		m.s.UserPaused = true

@@ -24,12 +24,16 @@ const (
 // Change is a new valid version of the rollout's strategy from commit
 // Commit. Rollout is nil when Class is ClassRemoved. Risky lists why the
 // change needs approval; it must be computed against State.Spec, the spec
-// in force, not against the previous commit.
+// in force, not against the previous commit. ResumeStep, when set, is
+// where a same-version edit continues: the index in the new steps of the
+// step being executed (the diff engine aligns old and new steps, so a step
+// inserted before the current one shifts it rather than re-running it).
 type Change struct {
-	Commit  string       `json:"commit"`
-	Class   Class        `json:"class"`
-	Rollout *api.Rollout `json:"rollout,omitempty"`
-	Risky   []string     `json:"risky,omitempty"`
+	Commit     string       `json:"commit"`
+	Class      Class        `json:"class"`
+	Rollout    *api.Rollout `json:"rollout,omitempty"`
+	Risky      []string     `json:"risky,omitempty"`
+	ResumeStep *int32       `json:"resumeStep,omitempty"`
 }
 
 // Invalid reports that commit Commit holds this rollout's file but it

@@ -179,6 +179,14 @@ func (h *harness) run(line string) ([]string, error) {
 		if risky := kv["risky"]; risky != "" {
 			c.Risky = strings.Split(risky, ";")
 		}
+		if resume, ok := kv["resume"]; ok {
+			n, err := strconv.ParseInt(resume, 10, 32)
+			if err != nil {
+				return nil, fmt.Errorf("resume: %w", err)
+			}
+			r := int32(n)
+			c.ResumeStep = &r
+		}
 		ev = c
 	case "remove":
 		ev = Change{Commit: kv["commit"], Class: ClassRemoved}

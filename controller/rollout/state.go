@@ -58,6 +58,8 @@ type Pending struct {
 	Class   Class        `json:"class"`
 	Rollout *api.Rollout `json:"rollout"`
 	Reasons []string     `json:"reasons"`
+	// ResumeStep is the change's ResumeStep, kept for when it is approved.
+	ResumeStep *int32 `json:"resumeStep,omitempty"`
 }
 
 // Timer describes the one armed timer of a rollout, so a restarted runner

@@ -18,6 +18,7 @@ var (
 		`spec v2-more version=v2 bg=er@2 steps="setWeight 20; pause 30s; analysis sr; setWeight 50; pause; setWeight 70; pause"`,
 		`spec v2-short version=v2 bg=er@2 steps="setWeight 20"`,
 		`spec v2-host version=v2 host=other.internal bg=er@2 steps="setWeight 20; pause 30s; analysis sr; setWeight 50; pause"`,
+		`spec v2-inserted version=v2 bg=er@2 steps="setWeight 20; setWeight 30; pause 30s; analysis sr; setWeight 50; pause"`,
 	}
 	pHealthy     = append(pSpecs[:len(pSpecs):len(pSpecs)], "change v1 commit=aaaaaaa1")
 	pAwaitAck    = append(pHealthy[:len(pHealthy):len(pHealthy)], "change v2 commit=bbbbbbb2")
@@ -109,6 +110,8 @@ func TestTransitions(t *testing.T) {
 		{"new version mid-canary replaces it", pAnalysis, "change v3 commit=ccccccc3", PhaseProgressing, 0, 20, false, []string{"set-traffic", "stop-analysis", "stop-analysis", "rollout-started"}},
 		{"stable version mid-canary rolls back", pAnalysis, "change v1 commit=ccccccc3", PhaseHealthy, 5, 0, false, []string{"set-traffic", "stop-analysis", "stop-analysis"}},
 		{"edit keeps the current step", pTimedPause, "change v2-more commit=ccccccc3 class=StrategyEdit", PhasePaused, 1, 20, false, []string{}},
+		{"edit with a step inserted before the current one follows it", pTimedPause, "change v2-inserted commit=ccccccc3 class=StrategyEdit resume=2", PhasePaused, 2, 20, false, []string{"start-analysis:background"}},
+		{"edit without a resume position keeps the index", pTimedPause, "change v2-inserted commit=ccccccc3 class=StrategyEdit", PhaseProgressing, 1, 30, false, []string{"set-traffic", "cancel-timer"}},
 		{"edit clamped past the end promotes", pTimedPause, "change v2-short commit=ccccccc3 class=StrategyEdit", PhaseHealthy, 1, 0, false, []string{"set-traffic", "cancel-timer", "rollout-completed"}},
 		{"endpoint edit pushes traffic", pTimedPause, "change v2-host commit=ccccccc3 class=EndpointsOnly", PhasePaused, 1, 20, false, []string{"set-traffic"}},
 		{"removed stops managing", pTimedPause, "remove commit=ccccccc3", PhasePaused, 1, 20, false, []string{"cancel-timer", "rollout-unmanaged"}},
