@@ -72,8 +72,9 @@ type Rollout struct {
 	// does not use sluice's traffic router.
 	XDS *XDSConfig `json:"xds,omitempty"`
 	// Spec is the whole Argo spec, kept for what sluice does not model yet
-	// (pod template details, canaryService, antiAffinity, ...).
-	Spec v1alpha1.RolloutSpec `json:"-"`
+	// (pod template details, canaryService, antiAffinity, ...). It is part
+	// of the JSON so that a persisted rollout diffs exactly like a loaded one.
+	Spec v1alpha1.RolloutSpec `json:"argoSpec"`
 }
 
 // MaxUnapprovedWeightJump is the configured threshold or the default.

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/rollout"
+	"github.com/sluice-dev/sluice/diffengine"
 	"github.com/sluice-dev/sluice/gateway/probe"
 )
 
@@ -272,5 +274,32 @@ func TestDeletedFileLeavesTrafficInPlace(t *testing.T) {
 	split := r.clientSplit(t, 400)
 	if split["web:v2"] == 0 || split["web:v1"] == 0 {
 		t.Errorf("deleting the file changed live traffic: %v", split)
+	}
+}
+
+// TestPersistedSpecDiffsUnchanged: the runner persists rollouts as JSON and
+// a restart diffs the commit in force against them; a round trip must not
+// look like an edit, or every restart would move every canary.
+func TestPersistedSpecDiffsUnchanged(t *testing.T) {
+	set, err := api.LoadPaths("../../api/testdata/valid", "../../examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Rollouts) == 0 {
+		t.Fatal("no rollouts loaded")
+	}
+	for _, r := range set.Rollouts {
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back api.Rollout
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		live := diffengine.Live{InFlight: true, StepIndex: 1, CanaryWeight: 10}
+		if c := diffengine.DiffRollouts(&back, r, live); c.Class != diffengine.Unchanged || c.ResumeStep != 1 {
+			t.Errorf("%s: a JSON round trip diffs as %s (resume %d): %+v", r.Key, c.Class, c.ResumeStep, c.Changes)
+		}
 	}
 }
