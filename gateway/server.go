@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/protobuf/proto"
 )
 
 // Options configures a Server. The zero value of every field is usable.
@@ -190,6 +191,10 @@ func (s *Server) setTraffic(t api.Traffic, validate bool) (string, error) {
 			return "", err
 		}
 	}
+	vhost, err := proto.MarshalOptions{Deterministic: true}.Marshal(res.VirtualHost)
+	if err != nil {
+		return "", fmt.Errorf("marshal virtual host of %s: %w", t.Rollout, err)
+	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	cur := s.snap.Load()
@@ -198,7 +203,7 @@ func (s *Server) setTraffic(t api.Traffic, validate bool) (string, error) {
 	if old != nil && old.hash == h {
 		return old.version, nil
 	}
-	ro := &rolloutState{traffic: t, res: res, hash: h, gen: cur.gen + 1}
+	ro := &rolloutState{traffic: t, res: res, hash: h, gen: cur.gen + 1, vhost: vhost}
 	next, changed, err := cur.next(t.Rollout, ro, s.opts.EnvoyPort, validate)
 	if err != nil {
 		return "", err

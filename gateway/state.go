@@ -14,6 +14,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/sluice-dev/sluice/api"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -61,15 +62,19 @@ func newResource(name string, m proto.Message, gen uint64) (*resource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("marshal %s: %w", name, err)
 	}
+	return rawResource(name, resourcev3.APITypePrefix+string(m.ProtoReflect().Descriptor().FullName()), b, gen), nil
+}
+
+func rawResource(name, typeURL string, b []byte, gen uint64) *resource {
 	sum := sha256.Sum256(b)
 	r := &resource{
 		name:    name,
-		any:     &anypb.Any{TypeUrl: resourcev3.APITypePrefix + string(m.ProtoReflect().Descriptor().FullName()), Value: b},
+		any:     &anypb.Any{TypeUrl: typeURL, Value: b},
 		version: hex.EncodeToString(sum[:8]),
 		gen:     gen,
 	}
 	r.delta = &discoveryv3.Resource{Name: name, Version: r.version, Resource: r.any}
-	return r, nil
+	return r
 }
 
 // typeSet is every resource of one type in one generation.
@@ -92,6 +97,7 @@ type rolloutState struct {
 	version string // returned by SetTraffic, taken by WaitForAck
 	gen     uint64 // generation of version
 	hash    string // hash of traffic
+	vhost   []byte // res.VirtualHost, encoded, for the combined route
 }
 
 // snapshot is one immutable generation of everything served.
@@ -161,31 +167,31 @@ func (s *snapshot) next(key api.Key, ro *rolloutState, envoyPort uint32, validat
 		return cmpStr(a.Name, b.Name)
 	})
 	var want [numTypes][]named
-	var vhosts = make([]*routev3.VirtualHost, 0, len(keys))
-	clusters := map[string]bool{}
+	vhosts := make([]*routev3.VirtualHost, 0, len(keys))
+	vhostBytes := make([][]byte, 0, len(keys))
 	for _, k := range keys {
 		r := n.rollouts[k].res
 		for _, c := range r.Clusters {
-			want[cds] = append(want[cds], named{c.GetName(), c, k})
-			clusters[c.GetName()] = true
+			want[cds] = append(want[cds], named{name: c.GetName(), msg: c, owner: k})
 		}
 		for _, e := range r.Endpoints {
-			want[eds] = append(want[eds], named{e.GetClusterName(), e, k})
+			want[eds] = append(want[eds], named{name: e.GetClusterName(), msg: e, owner: k})
 		}
-		want[lds] = append(want[lds], named{r.Listener.GetName(), r.Listener, k})
-		want[rds] = append(want[rds], named{r.Route.GetName(), r.Route, k})
+		want[lds] = append(want[lds], named{name: r.Listener.GetName(), msg: r.Listener, owner: k})
+		want[rds] = append(want[rds], named{name: r.Route.GetName(), msg: r.Route, owner: k})
 		vhosts = append(vhosts, r.VirtualHost)
+		vhostBytes = append(vhostBytes, n.rollouts[k].vhost)
 	}
-	el, er := EnvoyResources(envoyPort, vhosts)
-	if err := ValidateEnvoy(el, er, clusters); err != nil && validate {
+	el := envoyListener(envoyPort)
+	if err := ValidateEnvoy(el, vhosts); err != nil && validate {
 		var ve *ValidationError
 		if errors.As(err, &ve) {
 			ve.Rollout = key
 		}
 		return nil, false, err
 	}
-	want[lds] = append(want[lds], named{el.GetName(), el, api.Key{}})
-	want[rds] = append(want[rds], named{er.GetName(), er, api.Key{}})
+	want[lds] = append(want[lds], named{name: el.GetName(), msg: el})
+	want[rds] = append(want[rds], named{name: EnvoyName, raw: envoyRouteBytes(vhostBytes)})
 
 	changed := false
 	for t := range numTypes {
@@ -201,7 +207,7 @@ func (s *snapshot) next(key api.Key, ro *rolloutState, envoyPort uint32, validat
 				ts.sorted = append(ts.sorted, or)
 				continue
 			}
-			nr, err := newResource(w.name, w.msg, gen)
+			nr, err := w.resource(typeURLs[t], gen)
 			if err != nil {
 				return nil, false, err
 			}
@@ -228,7 +234,34 @@ func (s *snapshot) next(key api.Key, ro *rolloutState, envoyPort uint32, validat
 type named struct {
 	name  string
 	msg   proto.Message
+	raw   []byte  // already encoded (the combined route), instead of msg
 	owner api.Key // zero for the shared sluice-http resources
+}
+
+func (w named) resource(typeURL string, gen uint64) (*resource, error) {
+	if w.raw != nil {
+		return rawResource(w.name, typeURL, w.raw, gen), nil
+	}
+	return newResource(w.name, w.msg, gen)
+}
+
+// envoyRouteBytes encodes the sluice-http RouteConfiguration from the
+// already encoded virtual hosts, exactly as a deterministic Marshal would
+// (name is field 1, virtual_hosts field 2, in field order): with a
+// thousand rollouts, a change then costs a copy, not a marshal of all.
+func envoyRouteBytes(vhosts [][]byte) []byte {
+	size := len(EnvoyName) + 2
+	for _, v := range vhosts {
+		size += len(v) + 6
+	}
+	b := make([]byte, 0, size)
+	b = protowire.AppendTag(b, 1, protowire.BytesType)
+	b = protowire.AppendString(b, EnvoyName)
+	for _, v := range vhosts {
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendBytes(b, v)
+	}
+	return b
 }
 
 func maps[K comparable, V any](m map[K]V) map[K]V {

@@ -84,8 +84,11 @@ func TestTranslateGolden(t *testing.T) {
 				t.Fatalf("Validate: %v", err)
 			}
 			el, er := EnvoyResources(10000, []*routev3.VirtualHost{res.VirtualHost})
-			if err := ValidateEnvoy(el, er, map[string]bool{res.Clusters[0].Name: true, res.Clusters[1].Name: true}); err != nil {
+			if err := ValidateEnvoy(el, er.VirtualHosts); err != nil {
 				t.Fatalf("ValidateEnvoy: %v", err)
+			}
+			if err := er.ValidateAll(); err != nil {
+				t.Fatalf("sluice-http route: %v", err)
 			}
 			goldenJSON(t, "translate/"+tc.name+".json", stableJSON(t, []namedMsg{
 				{name: "listener", msg: res.Listener},

@@ -107,16 +107,16 @@ func Validate(r *Resources) error {
 	return nil
 }
 
-// ValidateEnvoy checks the sluice-http Listener and RouteConfiguration.
-func ValidateEnvoy(l *listenerv3.Listener, rc *routev3.RouteConfiguration, clusters map[string]bool) error {
+// ValidateEnvoy checks the sluice-http Listener (ValidateAll, and the
+// HttpConnectionManager inside each filter) and that no domain appears in
+// two of the virtual hosts of the combined route configuration. The
+// virtual hosts themselves are checked per rollout by Validate.
+func ValidateEnvoy(l *listenerv3.Listener, vhosts []*routev3.VirtualHost) error {
 	fail := func(resource, rule string, err error) error {
 		return &ValidationError{Resource: resource, Rule: rule, Err: err}
 	}
 	if err := l.ValidateAll(); err != nil {
 		return fail(l.GetName(), "ValidateAll", err)
-	}
-	if err := rc.ValidateAll(); err != nil {
-		return fail(rc.GetName(), "ValidateAll", err)
 	}
 	for _, fc := range l.GetFilterChains() {
 		for _, f := range fc.GetFilters() {
@@ -124,22 +124,19 @@ func ValidateEnvoy(l *listenerv3.Listener, rc *routev3.RouteConfiguration, clust
 			if err != nil {
 				return fail(l.GetName(), "filter "+f.GetName(), err)
 			}
-			if err := checkHCM(hcm, rc.GetName()); err != nil {
+			if err := checkHCM(hcm, EnvoyName); err != nil {
 				return fail(l.GetName(), "http connection manager", err)
 			}
 		}
 	}
 	domains := map[string]string{}
-	for _, vh := range rc.GetVirtualHosts() {
+	for _, vh := range vhosts {
 		for _, d := range vh.GetDomains() {
 			if other, dup := domains[d]; dup {
-				return fail(rc.GetName(), "domains", fmt.Errorf("domain %q in virtual hosts %s and %s", d, other, vh.GetName()))
+				return fail(EnvoyName, "domains", fmt.Errorf("domain %q in virtual hosts %s and %s", d, other, vh.GetName()))
 			}
 			domains[d] = vh.GetName()
 		}
-	}
-	if err := checkRoutes(rc, clusters); err != nil {
-		return fail(rc.GetName(), "routes", err)
 	}
 	return nil
 }
