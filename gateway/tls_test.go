@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,4 +173,34 @@ func rawADSRequest(t *testing.T, addr string, creds credentials.TransportCredent
 	}
 	_, err = s.Recv()
 	return err
+}
+
+// TestNewRejectsBadTLS checks that bad TLS settings fail at New, before
+// anything listens.
+func TestNewRejectsBadTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := newPKI(t, dir, "ca")
+	cert, key := ca.issue(t, "server", x509.ExtKeyUsageServerAuth)
+	notPEM := filepath.Join(dir, "not.pem")
+	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		tls  TLSOptions
+		want string
+	}{
+		{"key missing", TLSOptions{CertFile: cert}, "both"},
+		{"ca without certificate", TLSOptions{ClientCAFile: filepath.Join(dir, "ca-ca.pem")}, "both"},
+		{"unreadable certificate", TLSOptions{CertFile: filepath.Join(dir, "nope.pem"), KeyFile: key}, "load xds certificate"},
+		{"client ca not PEM", TLSOptions{CertFile: cert, KeyFile: key, ClientCAFile: notPEM}, "no PEM"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(Options{TLS: tc.tls})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New = %v, want error containing %q", err, tc.want)
+			}
+		})
+	}
 }
