@@ -30,7 +30,7 @@ const (
 	crashName      = "crash"
 	crashPause     = 3 * time.Second
 	crashKills     = 20
-	crashClients   = 2
+	crashClients   = 3 // two for the counts, one watching the whole test
 	crashFinalStep = 4
 	crashSteps     = `- setWeight: 20
 - pause: {duration: 3s}
@@ -129,9 +129,14 @@ func TestCrashSafety(t *testing.T) {
 	c.d.waitStatus(crashName, 30*time.Second, "stable v1", func(s httpapi.RolloutStatus) bool {
 		return s.Phase == rollout.PhaseHealthy && s.StableVersion == v1
 	})
-	lg := startLoad(t, probe.LoadOptions{XDSServer: c.d.xdsAddr, Host: c.spec.Host, Clients: crashClients, Rate: 250})
-	if _, err := lg.WaitFirst(ctxFor(t, 30*time.Second), v1); err != nil {
-		t.Fatal(err)
+	lg := startLoad(t, probe.LoadOptions{XDSServer: c.d.xdsAddr, Host: c.spec.Host, Clients: crashClients - 1, Rate: 250})
+	// The watcher's window spans the whole test: no call of it may fail,
+	// whatever moment a kill or a restart hits.
+	watch := startLoad(t, probe.LoadOptions{XDSServer: c.d.xdsAddr, Host: c.spec.Host, Clients: 1, Rate: 40, NodePrefix: "watch", Window: time.Hour})
+	for _, l := range []*probe.LoadGen{lg, watch} {
+		if _, err := l.WaitFirst(ctxFor(t, 30*time.Second), v1); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c.commits = append(c.commits, c.push(1))
 
@@ -176,6 +181,13 @@ func TestCrashSafety(t *testing.T) {
 			after.StepIndex, after.Weights.Stable, after.Weights.Canary, after.Phase, down.Answered(), split)
 	}
 	c.see(c.status())
+	whole := watch.Observe().Class[probe.DefaultClass]
+	for v, n := range whole {
+		if v == "" || n.Failed > 0 {
+			t.Errorf("over the whole test a client had %d calls fail on %q: %v", n.Total(), v, whole)
+		}
+	}
+	t.Logf("watching client over the whole test: %v", whole)
 	c.checkAlerts()
 	c.checkPauses()
 	t.Logf("seed %d: %d kills landed %v over %d canaries (%d promoted) in %v",
