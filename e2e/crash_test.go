@@ -159,9 +159,11 @@ func TestCrashSafety(t *testing.T) {
 		// the outbox through the kill.
 		sinkDown := rng.IntN(3) == 0
 		c.gate.shut.Store(sinkDown)
-		time.Sleep(wait)
-		before := c.status()
+		before, edge := c.moment(wait, rng.IntN(3) == 0)
 		where := crashWhere(before)
+		if edge {
+			c.landed["just after a transition"]++
+		}
 		c.landed[where]++
 		c.landedAt[before.Commit+"/"+where]++
 		prev = before.Commit + "/" + where
@@ -183,8 +185,12 @@ func TestCrashSafety(t *testing.T) {
 		if judge {
 			split = c.resync(lg)
 		}
-		t.Logf("kill %2d after %v at %-12s (sink down %-5v) commit %.7s step %d %d/%d -> restarted at step %d %d/%d, phase %s; down: %d answered; after reconnect: %s",
-			kill, wait, where, sinkDown, before.Commit, before.StepIndex, before.Weights.Stable, before.Weights.Canary,
+		moment := wait.String()
+		if edge {
+			moment = "transition"
+		}
+		t.Logf("kill %2d after %-10s at %-12s (sink down %-5v) commit %.7s step %d %d/%d -> restarted at step %d %d/%d, phase %s; down: %d answered; after reconnect: %s",
+			kill, moment, where, sinkDown, before.Commit, before.StepIndex, before.Weights.Stable, before.Weights.Canary,
 			after.StepIndex, after.Weights.Stable, after.Weights.Canary, after.Phase, down.Answered(), split)
 	}
 	c.see(c.status())
@@ -291,6 +297,30 @@ func (c *crashRig) drive(prev string) {
 			return s.Commit != st.Commit || s.StepIndex != st.StepIndex
 		}))
 	}
+}
+
+// moment waits for the kill and returns the last status read before it.
+// Most moments are a random wait; an edge moment, where the rollout moves
+// by itself, is the instant its position changes (a step just entered: its
+// traffic may still await the ACK, its alerts may not have left the
+// outbox).
+func (c *crashRig) moment(wait time.Duration, edge bool) (httpapi.RolloutStatus, bool) {
+	c.t.Helper()
+	st0 := c.status()
+	still := st0.Commit == c.commits[len(c.commits)-1] && (st0.CanaryVersion == "" || st0.StepIndex == crashFinalStep)
+	if !edge || still {
+		time.Sleep(wait)
+		return c.status(), false
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if st, ok := c.d.status(crashName); ok && (st.Commit != st0.Commit || st.StepIndex != st0.StepIndex || st.Phase != st0.Phase) {
+			c.see(st)
+			return st, true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return c.status(), false
 }
 
 // see checks one status on its own and records what it shows.
