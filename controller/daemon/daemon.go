@@ -48,14 +48,14 @@ type Daemon struct {
 
 // New opens the state directory and binds the xDS and HTTP listeners, so
 // their addresses are known (and a port clash is reported) before Run.
-func New(opts Options) (d *Daemon, err error) {
+func New(opts Options) (_ *Daemon, err error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	d = &Daemon{opts: opts, log: opts.Logger, templates: newTemplates()}
+	d := &Daemon{opts: opts, log: opts.Logger, templates: newTemplates()}
 	defer func() {
 		if err != nil {
-			d.close()
+			d.close() // what was opened before the failure
 		}
 	}()
 	if err := os.MkdirAll(opts.StateDir, 0o755); err != nil {
@@ -196,6 +196,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := d.runner.Start(ctx); err != nil {
 		return fmt.Errorf("start runner: %w", err)
 	}
+	// Serve xDS only once the restored rollouts have republished their
+	// traffic: a client that reconnects earlier would be told its listener
+	// is gone and drop its last good routes.
+	restore, cancelRestore := context.WithTimeout(ctx, 30*time.Second)
+	if err := d.runner.WaitIdle(restore); err != nil {
+		d.log.Warn("restored rollouts not settled before serving xDS", "err", err)
+	}
+	cancelRestore()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/rollout"
 	"github.com/sluice-dev/sluice/diffengine"
+	"github.com/sluice-dev/sluice/gateway"
 	"github.com/sluice-dev/sluice/gateway/probe"
 )
 
@@ -301,5 +302,42 @@ func TestPersistedSpecDiffsUnchanged(t *testing.T) {
 		if c := diffengine.DiffRollouts(&back, r, live); c.Class != diffengine.Unchanged || c.ResumeStep != 1 {
 			t.Errorf("%s: a JSON round trip diffs as %s (resume %d): %+v", r.Key, c.Class, c.ResumeStep, c.Changes)
 		}
+	}
+}
+
+// TestNewReportsErrors: a failure after the state dir is opened is returned
+// (with what was opened closed again), never a panic.
+func TestNewReportsErrors(t *testing.T) {
+	busy := listen(t)
+	dir := t.TempDir()
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"xds port in use", Options{XDSAddr: busy.Addr().String()}, "xds listener"},
+		{"missing webhook secret", Options{WebhookSecretFile: filepath.Join(dir, "nope")}, "webhook secret"},
+		{"tls cert without key", Options{XDSTLS: gateway.TLSOptions{CertFile: "c.pem"}}, "go together"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := tt.opts
+			o.Repo, o.StateDir, o.Logger = dir, filepath.Join(t.TempDir(), "state"), slog.New(slog.DiscardHandler)
+			if o.XDSAddr == "" {
+				o.XDSAddr = "127.0.0.1:0"
+			}
+			o.HTTPAddr = "127.0.0.1:0"
+			d, err := New(o)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("New = %v, %v; want an error containing %q", d, err, tt.want)
+			}
+			// The store was closed: a second daemon can open the state dir.
+			o.XDSAddr, o.WebhookSecretFile, o.XDSTLS = "127.0.0.1:0", "", gateway.TLSOptions{}
+			d, err = New(o)
+			if err != nil {
+				t.Fatalf("state dir left locked: %v", err)
+			}
+			d.close()
+		})
 	}
 }
