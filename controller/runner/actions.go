@@ -33,7 +33,7 @@ func (r *Runner) execute(e *entry, acts []rollout.Action, now time.Time) {
 				delete(e.timers, a.ID)
 			}
 		case rollout.Notify:
-			r.enqueueAlert(e.key, toAlert(a.Alert, now))
+			r.enqueueAlert(e.key, alert.FromRollout(a.Alert, now))
 		}
 	}
 }

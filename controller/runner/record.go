@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluice-dev/sluice/controller/alert"
 	"github.com/sluice-dev/sluice/controller/rollout"
 )
 
@@ -45,22 +44,4 @@ func decodeRecord(b []byte) (record, error) {
 		return record{}, fmt.Errorf("decode rollout state: schema %d, want %d", r.Schema, recordSchema)
 	}
 	return r, nil
-}
-
-// toAlert converts the machine's alert into the outbox's.
-func toAlert(a rollout.Alert, at time.Time) alert.Alert {
-	return alert.Alert{
-		ID:        a.ID,
-		Event:     alert.Event(a.Event),
-		Severity:  alert.Severity(a.Severity),
-		Rollout:   a.Rollout,
-		Version:   a.Version,
-		Commit:    a.Commit,
-		Reason:    a.Reason,
-		Time:      at,
-		Weights:   a.Weights,
-		Metric:    a.Metric,
-		Value:     a.Value,
-		Condition: a.Condition,
-	}
 }

@@ -173,7 +173,7 @@ func (r *Runner) Start(ctx context.Context) error {
 		}
 		// The alerts go to the outbox before anything the restart does.
 		for _, a := range rec.Alerts {
-			r.enqueueAlert(rec.State.Key, toAlert(a, rec.Time))
+			r.enqueueAlert(rec.State.Key, alert.FromRollout(a, rec.Time))
 		}
 		r.Submit(rec.State.Key, rollout.Restart{})
 	}
