@@ -22,9 +22,6 @@ type Diagnostic struct {
 	Field    string   `json:"field"`
 	Message  string   `json:"message"`
 	Severity Severity `json:"severity"`
-	// Object is the rollout or template the finding belongs to, when known.
-	Object Key    `json:"-"`
-	Kind   string `json:"-"`
 }
 
 func (d Diagnostic) String() string {

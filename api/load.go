@@ -46,7 +46,7 @@ type document struct {
 
 // diag makes a diagnostic for path in this document.
 func (d *document) diag(sev Severity, path, format string, args ...any) Diagnostic {
-	return Diagnostic{File: d.file, Line: d.walk.line(path), Field: path, Message: fmt.Sprintf(format, args...), Severity: sev, Kind: d.kind}
+	return Diagnostic{File: d.file, Line: d.walk.line(path), Field: path, Message: fmt.Sprintf(format, args...), Severity: sev}
 }
 
 // Load parses, validates and converts strategy files. It never fails as a
@@ -226,7 +226,7 @@ func (d *document) decode(obj any) (Diagnostics, bool) {
 		return diags, false
 	}
 	if err := json.Unmarshal(d.walk.json.Bytes(), obj); err != nil {
-		return append(diags, Diagnostic{File: d.file, Line: d.line, Message: "cannot decode: " + err.Error(), Severity: SeverityError, Kind: d.kind}), false
+		return append(diags, Diagnostic{File: d.file, Line: d.line, Message: "cannot decode: " + err.Error(), Severity: SeverityError}), false
 	}
 	return diags, true
 }
@@ -235,7 +235,7 @@ func (d *document) decode(obj any) (Diagnostics, bool) {
 func (w *schemaWalk) takeDiagnostics(d *document) Diagnostics {
 	out := make(Diagnostics, len(w.diags))
 	for i, x := range w.diags {
-		x.File, x.Kind = d.file, d.kind
+		x.File = d.file
 		out[i] = x
 	}
 	w.diags = nil

@@ -26,15 +26,11 @@ type checker struct {
 }
 
 func (c *checker) errorf(path, format string, args ...any) {
-	d := c.doc.diag(SeverityError, path, format, args...)
-	d.Object = c.key
-	c.diags = append(c.diags, d)
+	c.diags = append(c.diags, c.doc.diag(SeverityError, path, format, args...))
 }
 
 func (c *checker) warnf(path, format string, args ...any) {
-	d := c.doc.diag(SeverityWarning, path, format, args...)
-	d.Object = c.key
-	c.diags = append(c.diags, d)
+	c.diags = append(c.diags, c.doc.diag(SeverityWarning, path, format, args...))
 }
 
 const (
