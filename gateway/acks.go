@@ -67,7 +67,12 @@ const recheckEvery = time.Millisecond
 type ackWait struct {
 	pending map[*stream]bool // nil before the first check
 	maxID   uint64
+	full    time.Time // last full scan
 }
+
+// fullScanEvery is how often a waiting WaitForAck looks at every stream
+// again, to catch a client that subscribed to the host after it started.
+const fullScanEvery = 100 * time.Millisecond
 
 // ackStatus counts the interested clients that have not ACKed generation v
 // of host yet; it fails on the first NACK.
@@ -95,7 +100,7 @@ func (s *Server) ackStatus(host string, v uint64, w *ackWait) (int, error) {
 		add(eds, ClusterName(key, side))
 	}
 	check := func(st *stream) (bool, error) { return st.ackPending(host, needs) }
-	if w.pending != nil {
+	if w.pending != nil && time.Since(w.full) < fullScanEvery {
 		// Re-check: only streams still pending, and new ones.
 		s.mu.RLock()
 		newMax := s.nextID.Load()
@@ -128,7 +133,7 @@ func (s *Server) ackStatus(host string, v uint64, w *ackWait) (int, error) {
 		}
 		return len(w.pending), nil
 	}
-	w.pending = map[*stream]bool{}
+	w.pending, w.full = map[*stream]bool{}, time.Now()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	w.maxID = s.nextID.Load()
