@@ -277,3 +277,34 @@ func TestSlowClientDoesNotBlockPublish(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryClusterAnswered checks that a client asking for just one
+// cluster of a rollout gets it, whatever the step: both clusters exist for
+// as long as the rollout does.
+func TestEveryClusterAnswered(t *testing.T) {
+	srv := startServer(t, "127.0.0.1:0", nil)
+	cases := []struct {
+		name string
+		mod  func(*api.Traffic)
+	}{
+		{"stable only", func(tr *api.Traffic) { tr.CanaryEndpoints, tr.Weights = nil, api.CanaryWeights(0) }},
+		{"full canary", func(tr *api.Traffic) { tr.Weights = api.CanaryWeights(100) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := srv.SetTraffic(traffic(tc.mod)); err != nil {
+				t.Fatal(err)
+			}
+			for _, side := range []Side{Stable, Canary} {
+				c := newSotwClient(t, srv.addr)
+				name := ClusterName(checkout, side)
+				if got := resourceNames(c.subscribe(typeURLs[cds], name)); !slices.Equal(got, []string{name}) {
+					t.Errorf("asked for %s, got %v", name, got)
+				}
+				if got := resourceNames(c.subscribe(typeURLs[eds], name)); !slices.Equal(got, []string{name}) {
+					t.Errorf("asked for endpoints of %s, got %v", name, got)
+				}
+			}
+		})
+	}
+}

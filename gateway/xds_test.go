@@ -163,6 +163,19 @@ func TestGRPCClients(t *testing.T) {
 		checkSplit(t, got, 400, 0.10)
 	})
 
+	t.Run("mirror route accepted by gRPC", func(t *testing.T) {
+		// gRPC ignores mirror policies, but must accept the routes.
+		publish(t, base(func(tr *api.Traffic) {
+			tr.MirrorRoutes = []api.MirrorRoute{{Name: "shadow", Percentage: 50, Match: []api.RouteMatch{
+				{Method: &api.StringMatch{Exact: "POST"}, Path: &api.StringMatch{Prefix: "/grpc.health.v1.Health/"}},
+			}}}
+		}))
+		settle(t, "v1")
+		if got := count(t, a, 50); got["v1"] != 50 {
+			t.Errorf("with a mirror route: %v, want all v1", got)
+		}
+	})
+
 	t.Run("invalid change rejected before push", func(t *testing.T) {
 		good := publish(t, base(func(tr *api.Traffic) { tr.Weights = api.CanaryWeights(0) }))
 		settle(t, "v1", "cookie", "sluice-canary=canary")
