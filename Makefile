@@ -1,5 +1,5 @@
 # Packages whose code runs goroutines: their tests run with the race detector.
-RACE_PKGS := ./gitwatch/... ./gateway/... ./analysis/... ./controller/...
+RACE_PKGS := ./gitwatch/... ./gateway/... ./analysis/... ./controller/... ./cmd/sluice/internal/...
 
 .PHONY: test deps vet lint unit race bench
 
@@ -12,7 +12,7 @@ vet:
 	go vet ./...
 
 unit:
-	go test -count=1 $$(go list ./... | grep -v -E '/(gitwatch|gateway|analysis|controller)(/|$$)')
+	go test -count=1 $$(go list ./... | grep -v -E '/(gitwatch|gateway|analysis|controller|cmd/sluice/internal)(/|$$)')
 
 race:
 	@pkgs=$$(go list $(RACE_PKGS) 2>/dev/null); \
