@@ -232,7 +232,8 @@ func (m *machine) stopAll() {
 }
 
 // promote makes the canary the stable version at 100 % and removes its
-// routes.
+// routes. The rollout is Healthy, and rollout-completed sent, only once
+// the clients ACK those routes.
 func (m *machine) promote(reason string) {
 	m.stopAll()
 	m.s.BackgroundRun = ""
@@ -243,12 +244,13 @@ func (m *machine) promote(reason string) {
 	m.s.MirrorRoutes = nil
 	m.s.StepIndex = m.s.StepCount()
 	m.s.Cursor = CursorDone
-	m.pushTraffic()
-	m.alert(AlertRolloutCompleted, m.s.Commit, fmt.Sprintf("%s promoted to stable: %s", m.s.StableVersion, reason), attemptDetail(m.s.Attempt)...)
+	done := m.newAlert(AlertRolloutCompleted, m.s.Commit, fmt.Sprintf("%s promoted to stable: %s", m.s.StableVersion, reason), attemptDetail(m.s.Attempt)...)
+	m.settleTraffic(SettlePromotion, &done)
 }
 
 // abort sends all traffic back to stable and holds the canary there until
-// a new version or retry.
+// a new version or retry. The alert goes at once; the phase turns Degraded
+// once the clients ACK the routes back to stable.
 func (m *machine) abort(reason string) {
 	m.stopAll()
 	m.s.Aborted = true
@@ -257,7 +259,7 @@ func (m *machine) abort(reason string) {
 	m.s.Weights = api.CanaryWeights(0)
 	m.s.HeaderRoutes = nil
 	m.s.MirrorRoutes = nil
-	m.pushTraffic()
+	m.settleTraffic(SettleAbort, nil)
 	m.alert(AlertRolloutAborted, m.s.Commit, reason, m.stepDetail())
 }
 

@@ -48,7 +48,7 @@ func (m *machine) first(commit string, r *api.Rollout) {
 	m.s.Weights = api.CanaryWeights(0)
 	m.s.StepIndex = m.s.StepCount()
 	m.s.Cursor = CursorDone
-	m.pushTraffic()
+	m.settleTraffic(SettleStable, nil)
 }
 
 // apply puts an accepted (approved or not risky) change in force. The
@@ -84,7 +84,7 @@ func (m *machine) edit(commit string, r *api.Rollout, resume *int32) {
 			m.s.StepIndex = n
 		}
 		if !reflect.DeepEqual(oldTraffic, m.s.Traffic()) {
-			m.pushTraffic()
+			m.settleTraffic(SettleStable, nil)
 		}
 		return
 	}
@@ -138,7 +138,7 @@ func (m *machine) rollback(commit string, r *api.Rollout) {
 	m.s.MirrorRoutes = nil
 	m.s.StepIndex = m.s.StepCount()
 	m.s.Cursor = CursorDone
-	m.pushTraffic()
+	m.settleTraffic(SettleStable, nil)
 }
 
 // newCanary starts the steps from the first for r's version; a canary in

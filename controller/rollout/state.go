@@ -186,6 +186,9 @@ type State struct {
 	AckedGen   uint64 `json:"ackedGen,omitempty"`
 
 	Timer *Timer `json:"timer,omitempty"`
+	// Settle is a promotion, abort or other move of all traffic that
+	// completes only on its ACK.
+	Settle *Settle `json:"settle,omitempty"`
 }
 
 // Steps are the steps of the spec in force.

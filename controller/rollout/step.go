@@ -81,6 +81,13 @@ func (m *machine) flushTraffic() {
 // alert queues an alert about the current state. detail makes the id
 // unique where an event can repeat within one commit.
 func (m *machine) alert(ev AlertEvent, commit, reason string, detail ...string) Alert {
+	a := m.newAlert(ev, commit, reason, detail...)
+	m.emit(Notify{Alert: a})
+	return a
+}
+
+// newAlert builds an alert about the current state without sending it.
+func (m *machine) newAlert(ev AlertEvent, commit, reason string, detail ...string) Alert {
 	version := m.s.CanaryVersion
 	if version == "" {
 		version = m.s.StableVersion
@@ -95,7 +102,6 @@ func (m *machine) alert(ev AlertEvent, commit, reason string, detail ...string) 
 		Reason:   reason,
 		Weights:  m.s.Weights,
 	}
-	m.emit(Notify{Alert: a})
 	return a
 }
 
@@ -162,6 +168,7 @@ func (m *machine) acked(e TrafficAcked) {
 		m.s.AckedGen = e.Gen
 		m.s.AckTimedOut = false
 	}
+	m.settleOn(e.Gen)
 	if m.s.Cursor == CursorAwaitAck && e.Gen >= m.s.AwaitGen {
 		m.s.Cursor = CursorReady
 		if m.s.Hold != nil && m.s.Hold.Kind == HoldNack {
@@ -178,6 +185,7 @@ func (m *machine) nacked(e TrafficNacked) {
 		return
 	}
 	m.alert(AlertXDSNack, m.s.Commit, fmt.Sprintf("xDS traffic generation %d rejected: %s", e.Gen, e.Reason), fmt.Sprint(e.Gen))
+	m.settleNacked(e.Gen, e.Reason)
 	if m.s.CanaryActive() && m.s.Cursor == CursorAwaitAck && e.Gen >= m.s.AwaitGen {
 		m.s.Hold = &Hold{Kind: HoldNack, Reason: "xDS NACK: " + e.Reason}
 	}
@@ -185,7 +193,14 @@ func (m *machine) nacked(e TrafficNacked) {
 
 // ackTimeout lets the step go on without an ACK, and says so in status.
 func (m *machine) ackTimeout(e TrafficAckTimeout) {
-	if m.s.Cursor != CursorAwaitAck || e.Gen < m.s.AwaitGen || e.Gen > m.s.TrafficGen {
+	if e.Gen > m.s.TrafficGen {
+		return
+	}
+	if m.s.Settle != nil && e.Gen >= m.s.Settle.Gen {
+		m.s.AckTimedOut = true
+		m.settleOn(e.Gen)
+	}
+	if m.s.Cursor != CursorAwaitAck || e.Gen < m.s.AwaitGen {
 		return
 	}
 	m.s.Cursor = CursorReady

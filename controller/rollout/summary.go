@@ -37,11 +37,23 @@ func phaseAndMessage(s State) (Phase, string) {
 		}
 		return "", ""
 	case s.Aborted:
-		return PhaseDegraded, fmt.Sprintf("aborted at step %d/%d: %s", s.StepIndex+1, n, s.AbortReason)
+		msg := fmt.Sprintf("aborted at step %d/%d: %s", s.StepIndex+1, n, s.AbortReason)
+		if settling, ok := settlingMessage(s, SettleAbort, fmt.Sprintf("aborting at step %d/%d: %s; all traffic back to %s", s.StepIndex+1, n, s.AbortReason, s.StableVersion)); ok {
+			return PhaseProgressing, settling
+		}
+		return PhaseDegraded, msg + ackNote(s)
 	case s.Pending != nil:
 		return PhasePaused, fmt.Sprintf("waiting for approval of commit %s: %s", short(s.Pending.Commit), strings.Join(s.Pending.Reasons, "; "))
 	case s.CanaryVersion == "":
-		return PhaseHealthy, fmt.Sprintf("stable %s at 100%%", s.StableVersion)
+		msg := fmt.Sprintf("stable %s at 100%%", s.StableVersion)
+		pending := msg
+		if s.Settle != nil && s.Settle.Kind == SettlePromotion {
+			pending = fmt.Sprintf("promoting %s to stable at 100%%", s.StableVersion)
+		}
+		if settling, ok := settlingMessage(s, SettleStable, pending); ok {
+			return PhaseProgressing, settling
+		}
+		return PhaseHealthy, msg + ackNote(s)
 	case s.Removed:
 		return PhasePaused, at()
 	case s.UserPaused:

@@ -20,13 +20,16 @@ var (
 		`spec v2-host version=v2 host=other.internal bg=er@2 steps="setWeight 20; pause 30s; analysis sr; setWeight 50; pause"`,
 		`spec v2-inserted version=v2 bg=er@2 steps="setWeight 20; setWeight 30; pause 30s; analysis sr; setWeight 50; pause"`,
 	}
-	pHealthy     = append(pSpecs[:len(pSpecs):len(pSpecs)], "change v1 commit=aaaaaaa1")
+	pFirst       = append(pSpecs[:len(pSpecs):len(pSpecs)], "change v1 commit=aaaaaaa1")
+	pHealthy     = append(pFirst[:len(pFirst):len(pFirst)], "ack")
 	pAwaitAck    = append(pHealthy[:len(pHealthy):len(pHealthy)], "change v2 commit=bbbbbbb2")
 	pTimedPause  = append(pAwaitAck[:len(pAwaitAck):len(pAwaitAck)], "ack")
 	pAnalysis    = append(pTimedPause[:len(pTimedPause):len(pTimedPause)], "fire")
 	pAwaitAck50  = append(pAnalysis[:len(pAnalysis):len(pAnalysis)], "result phase=Successful")
 	pFinalPause  = append(pAwaitAck50[:len(pAwaitAck50):len(pAwaitAck50)], "ack")
-	pAborted     = append(pTimedPause[:len(pTimedPause):len(pTimedPause)], "abort")
+	pAborting    = append(pTimedPause[:len(pTimedPause):len(pTimedPause)], "abort")
+	pAborted     = append(pAborting[:len(pAborting):len(pAborting)], "ack")
+	pPromoting   = append(pFinalPause[:len(pFinalPause):len(pFinalPause)], "promote")
 	pUserPaused  = append(pTimedPause[:len(pTimedPause):len(pTimedPause)], "pause")
 	pPending     = append(pTimedPause[:len(pTimedPause):len(pTimedPause)], `change v2-more commit=ccccccc3 risky="weight jump"`)
 	pInconclusiv = append(pAnalysis[:len(pAnalysis):len(pAnalysis)], "result phase=Inconclusive")
@@ -67,11 +70,13 @@ func TestTransitions(t *testing.T) {
 		aborted bool
 		actions []string // nil: the event changes nothing at all
 	}{
-		{"first version is stable at 100", pSpecs, "change v1 commit=aaaaaaa1", PhaseHealthy, 5, 0, false, []string{"set-traffic"}},
+		{"first version waits for its ack", pSpecs, "change v1 commit=aaaaaaa1", PhaseProgressing, 5, 0, false, []string{"set-traffic"}},
+		{"first version is healthy on its ack", pFirst, "ack", PhaseHealthy, 5, 0, false, []string{}},
+		{"first version is healthy on ack timeout", pFirst, "acktimeout", PhaseHealthy, 5, 0, false, []string{}},
 		{"cosmetic change when healthy", pHealthy, "change v1 commit=abcdef9 class=Cosmetic", PhaseHealthy, 5, 0, false, []string{}},
 		{"new version starts canary at step 0", pHealthy, "change v2 commit=bbbbbbb2", PhaseProgressing, 0, 20, false, []string{"set-traffic", "rollout-started"}},
 		{"ack starts the timed pause", pAwaitAck, "ack", PhasePaused, 1, 20, false, []string{"step-completed", "start-timer"}},
-		{"stale ack keeps waiting", pAwaitAck, "ack gen=1", PhaseProgressing, 0, 20, false, []string{}},
+		{"stale ack keeps waiting", pAwaitAck, "ack gen=1", PhaseProgressing, 0, 20, false, nil},
 		{"ack of unknown generation ignored", pAwaitAck, "ack gen=42", PhaseProgressing, 0, 20, false, nil},
 		{"ack timeout goes on", pAwaitAck, "acktimeout", PhasePaused, 1, 20, false, []string{"step-completed", "start-timer"}},
 		{"nack holds the step", pAwaitAck, "nack reason=bad", PhasePaused, 0, 20, false, []string{"xds-nack"}},
@@ -82,20 +87,27 @@ func TestTransitions(t *testing.T) {
 		{"analysis progress records metrics", pAnalysis, "result phase=Running metric=sr value=0.99", PhaseProgressing, 2, 20, false, []string{}},
 		{"analysis success moves on", pAnalysis, "result phase=Successful", PhaseProgressing, 3, 50, false, []string{"set-traffic", "step-completed"}},
 		{"analysis inconclusive pauses", pAnalysis, "result phase=Inconclusive", PhasePaused, 2, 20, false, []string{"rollout-paused"}},
-		{"analysis failed aborts", pAnalysis, "result phase=Failed metric=sr value=0.5", PhaseDegraded, 2, 0, true, []string{"set-traffic", "analysis-failed", "stop-analysis", "rollout-aborted"}},
-		{"analysis error aborts", pAnalysis, "result phase=Error", PhaseDegraded, 2, 0, true, []string{"set-traffic", "analysis-error", "stop-analysis", "rollout-aborted"}},
-		{"background failure aborts at final pause", pFinalPause, "result run=background phase=Failed", PhaseDegraded, 4, 0, true, []string{"set-traffic", "analysis-failed", "rollout-aborted"}},
+		{"analysis failed aborts", pAnalysis, "result phase=Failed metric=sr value=0.5", PhaseProgressing, 2, 0, true, []string{"set-traffic", "analysis-failed", "stop-analysis", "rollout-aborted"}},
+		{"analysis error aborts", pAnalysis, "result phase=Error", PhaseProgressing, 2, 0, true, []string{"set-traffic", "analysis-error", "stop-analysis", "rollout-aborted"}},
+		{"background failure aborts at final pause", pFinalPause, "result run=background phase=Failed", PhaseProgressing, 4, 0, true, []string{"set-traffic", "analysis-failed", "rollout-aborted"}},
 		{"background success keeps going", pFinalPause, "result run=background phase=Successful", PhasePaused, 4, 50, false, []string{}},
 		{"result for unknown run ignored", pAnalysis, "result run=nope-1 phase=Failed", PhaseProgressing, 2, 20, false, nil},
-		{"promote at final pause completes", pFinalPause, "promote", PhaseHealthy, 5, 0, false, []string{"set-traffic", "step-completed", "stop-analysis", "rollout-completed"}},
+		{"promote at final pause waits for the ack", pFinalPause, "promote", PhaseProgressing, 5, 0, false, []string{"set-traffic", "step-completed", "stop-analysis"}},
+		{"promotion completes on its ack", pPromoting, "ack", PhaseHealthy, 5, 0, false, []string{"rollout-completed"}},
+		{"promotion completes on ack timeout", pPromoting, "acktimeout", PhaseHealthy, 5, 0, false, []string{"rollout-completed"}},
+		{"promotion ignores the ack of older traffic", pPromoting, "ack gen=3", PhaseProgressing, 5, 0, false, nil},
+		{"promotion nacked stays unsettled", pPromoting, "nack reason=bad", PhaseProgressing, 5, 0, false, []string{"xds-nack"}},
+		{"promotion settles on the ack of a restart's push", pPromoting, "restart", PhaseProgressing, 5, 0, false, []string{"set-traffic"}},
+		{"abort completes on its ack", pAborting, "ack", PhaseDegraded, 1, 0, true, []string{}},
+		{"abort completes on ack timeout", pAborting, "acktimeout", PhaseDegraded, 1, 0, true, []string{}},
 		{"promote at timed pause skips it", pTimedPause, "promote", PhaseProgressing, 2, 20, false, []string{"cancel-timer", "step-completed", "start-analysis:background", "start-analysis:step"}},
 		{"promote at inconclusive skips the analysis", pInconclusiv, "promote", PhaseProgressing, 3, 50, false, []string{"set-traffic", "step-completed"}},
 		{"retry at inconclusive re-runs the analysis", pInconclusiv, "retry", PhaseProgressing, 2, 20, false, []string{"start-analysis:step"}},
 		{"resume at inconclusive re-runs the analysis", pInconclusiv, "resume", PhaseProgressing, 2, 20, false, []string{"start-analysis:step"}},
-		{"promote full goes to 100", pTimedPause, "promote-full", PhaseHealthy, 5, 0, false, []string{"set-traffic", "cancel-timer", "rollout-completed"}},
-		{"abort sends all to stable", pTimedPause, "abort", PhaseDegraded, 1, 0, true, []string{"set-traffic", "cancel-timer", "rollout-aborted"}},
-		{"abort while waiting for ack", pAwaitAck, "abort", PhaseDegraded, 0, 0, true, []string{"set-traffic", "rollout-aborted"}},
-		{"aborted ignores acks", pAborted, "ack", PhaseDegraded, 1, 0, true, []string{}},
+		{"promote full goes to 100", pTimedPause, "promote-full", PhaseProgressing, 5, 0, false, []string{"set-traffic", "cancel-timer"}},
+		{"abort sends all to stable", pTimedPause, "abort", PhaseProgressing, 1, 0, true, []string{"set-traffic", "cancel-timer", "rollout-aborted"}},
+		{"abort while waiting for ack", pAwaitAck, "abort", PhaseProgressing, 0, 0, true, []string{"set-traffic", "rollout-aborted"}},
+		{"aborted ignores acks", pAborted, "ack", PhaseDegraded, 1, 0, true, nil},
 		{"aborted refuses promote", pAborted, "promote", PhaseDegraded, 1, 0, true, nil},
 		{"retry restarts from step 0", pAborted, "retry", PhaseProgressing, 0, 20, false, []string{"set-traffic", "rollout-started"}},
 		{"new version after abort", pAborted, "change v3 commit=ccccccc3", PhaseProgressing, 0, 20, false, []string{"set-traffic", "rollout-started"}},
@@ -108,11 +120,11 @@ func TestTransitions(t *testing.T) {
 		{"newer safe change supersedes pending", pPending, "change v2 commit=ddddddd4", PhasePaused, 1, 20, false, []string{}},
 		{"promote refused while pending", pPending, "promote", PhasePaused, 1, 20, false, nil},
 		{"new version mid-canary replaces it", pAnalysis, "change v3 commit=ccccccc3", PhaseProgressing, 0, 20, false, []string{"set-traffic", "stop-analysis", "stop-analysis", "rollout-started"}},
-		{"stable version mid-canary rolls back", pAnalysis, "change v1 commit=ccccccc3", PhaseHealthy, 5, 0, false, []string{"set-traffic", "stop-analysis", "stop-analysis"}},
+		{"stable version mid-canary rolls back", pAnalysis, "change v1 commit=ccccccc3", PhaseProgressing, 5, 0, false, []string{"set-traffic", "stop-analysis", "stop-analysis"}},
 		{"edit keeps the current step", pTimedPause, "change v2-more commit=ccccccc3 class=StrategyEdit", PhasePaused, 1, 20, false, []string{}},
 		{"edit with a step inserted before the current one follows it", pTimedPause, "change v2-inserted commit=ccccccc3 class=StrategyEdit resume=2", PhasePaused, 2, 20, false, []string{"start-analysis:background"}},
 		{"edit without a resume position keeps the index", pTimedPause, "change v2-inserted commit=ccccccc3 class=StrategyEdit", PhaseProgressing, 1, 30, false, []string{"set-traffic", "cancel-timer"}},
-		{"edit clamped past the end promotes", pTimedPause, "change v2-short commit=ccccccc3 class=StrategyEdit", PhaseHealthy, 1, 0, false, []string{"set-traffic", "cancel-timer", "rollout-completed"}},
+		{"edit clamped past the end promotes", pTimedPause, "change v2-short commit=ccccccc3 class=StrategyEdit", PhaseProgressing, 1, 0, false, []string{"set-traffic", "cancel-timer"}},
 		{"endpoint edit pushes traffic", pTimedPause, "change v2-host commit=ccccccc3 class=EndpointsOnly", PhasePaused, 1, 20, false, []string{"set-traffic"}},
 		{"removed stops managing", pTimedPause, "remove commit=ccccccc3", PhasePaused, 1, 20, false, []string{"cancel-timer", "rollout-unmanaged"}},
 		{"invalid keeps the spec in force", pTimedPause, `invalid commit=ccccccc3 error="bad"`, PhasePaused, 1, 20, false, []string{"strategy-invalid"}},

@@ -29,9 +29,10 @@ var errFakeNack = errors.New("fake nack")
 type fakeTraffic struct {
 	mu      sync.Mutex
 	sets    []api.Traffic
-	mode    string // "ack" (default), "block" (until ctx ends), "nack"
+	mode    string // "ack" (default), "block" (until ctx ends), "nack", "gate" (until release)
 	onSet   func(api.Traffic) error
 	waiting int
+	gate    chan struct{}
 }
 
 func (f *fakeTraffic) SetTraffic(t api.Traffic) (string, error) {
@@ -51,7 +52,7 @@ func (f *fakeTraffic) SetTraffic(t api.Traffic) (string, error) {
 
 func (f *fakeTraffic) WaitForAck(ctx context.Context, host, version string) error {
 	f.mu.Lock()
-	mode := f.mode
+	mode, gate := f.mode, f.gate
 	f.waiting++
 	f.mu.Unlock()
 	defer func() {
@@ -63,6 +64,13 @@ func (f *fakeTraffic) WaitForAck(ctx context.Context, host, version string) erro
 	case "block":
 		<-ctx.Done()
 		return fmt.Errorf("wait %s %s: %w", host, version, ctx.Err())
+	case "gate":
+		select {
+		case <-gate:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("wait %s %s: %w", host, version, ctx.Err())
+		}
 	case "nack":
 		return fmt.Errorf("client rejected %s: %w", version, errFakeNack)
 	}
@@ -72,6 +80,16 @@ func (f *fakeTraffic) WaitForAck(ctx context.Context, host, version string) erro
 func (f *fakeTraffic) setMode(m string) {
 	f.mu.Lock()
 	f.mode = m
+	f.gate = make(chan struct{})
+	f.mu.Unlock()
+}
+
+// release answers every WaitForAck blocked in "gate" mode with an ACK, and
+// goes back to answering at once.
+func (f *fakeTraffic) release() {
+	f.mu.Lock()
+	close(f.gate)
+	f.mode = "ack"
 	f.mu.Unlock()
 }
 
@@ -328,4 +346,11 @@ func pause(d time.Duration) api.Step {
 
 func analysisStep(name string) api.Step {
 	return api.Step{Kind: api.StepAnalysis, Analysis: &api.Analysis{Templates: []api.TemplateRef{{Name: name}}}}
+}
+
+// waitingCount is how many WaitForAck calls are blocked now.
+func (f *fakeTraffic) waitingCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.waiting
 }

@@ -26,8 +26,9 @@ func TestCanaryFlow(t *testing.T) {
 	updates, cancel := e.runner.Subscribe()
 	defer cancel()
 
-	s := e.do(checkout, rollout.Change{Commit: "1111111aaa", Rollout: spec(checkout, "v1", canarySteps()...)})
-	if s.Phase != rollout.PhaseHealthy || s.StableVersion != "v1" {
+	e.do(checkout, rollout.Change{Commit: "1111111aaa", Rollout: spec(checkout, "v1", canarySteps()...)})
+	s := e.waitState(checkout, "v1 healthy", func(s rollout.State) bool { return s.Phase == rollout.PhaseHealthy })
+	if s.StableVersion != "v1" {
 		t.Fatalf("after v1: %s %s", s.Phase, s.Message)
 	}
 	e.do(checkout, rollout.Change{Commit: "2222222bbb", Rollout: spec(checkout, "v2", canarySteps()...)})
@@ -54,9 +55,10 @@ func TestCanaryFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Phase != rollout.PhaseHealthy || st.StableVersion != "v2" || st.CanaryVersion != "" || st.Weights != api.CanaryWeights(0) {
+	if st.StableVersion != "v2" || st.CanaryVersion != "" || st.Weights != api.CanaryWeights(0) {
 		t.Fatalf("after promote: %+v", st)
 	}
+	e.waitState(checkout, "promotion settled", func(s rollout.State) bool { return s.Phase == rollout.PhaseHealthy })
 	if tr, _ := e.traffic.last(); tr.StableVersion != "v2" || tr.Weights != api.CanaryWeights(0) || len(tr.HeaderRoutes) != 0 {
 		t.Fatalf("traffic after promote: %+v", tr)
 	}
@@ -310,6 +312,7 @@ func TestCommandErrors(t *testing.T) {
 		t.Fatalf("unknown rollout: %v", err)
 	}
 	e.do(checkout, rollout.Change{Commit: "1111111", Rollout: spec(checkout, "v1", setWeight(10))})
+	e.waitState(checkout, "v1 healthy", func(s rollout.State) bool { return s.Phase == rollout.PhaseHealthy })
 	st, err := e.runner.Command(ctx, checkout, rollout.CmdAbort)
 	if !errors.Is(err, rollout.ErrNotAllowed) || st.Phase != rollout.PhaseHealthy {
 		t.Fatalf("abort when healthy: %v %s", err, st.Phase)
@@ -492,5 +495,52 @@ func TestClose(t *testing.T) {
 	rec, err := decodeRecord(stored[checkout])
 	if err != nil || rec.State.StableVersion != "v1" {
 		t.Fatalf("stored %+v %v", rec.State, err)
+	}
+}
+
+// TestSettlesOnlyOnAck: a promotion is not Healthy, and rollout-completed
+// is not sent, until the clients ACK the 100 % routes; an abort is not
+// Degraded until then either. A user who scales the old version down on
+// "Healthy" must never drop requests.
+func TestSettlesOnlyOnAck(t *testing.T) {
+	tests := []struct {
+		name    string
+		cmd     rollout.CommandKind
+		settled rollout.Phase
+		alert   string // sent only once settled; "" for none
+	}{
+		{"promotion", rollout.CmdPromoteFull, rollout.PhaseHealthy, "default/checkout/2222222/completed"},
+		{"abort", rollout.CmdAbort, rollout.PhaseDegraded, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, envOptions{ackTimeout: time.Hour})
+			steps := []api.Step{setWeight(10), pause(time.Hour)}
+			e.do(checkout, rollout.Change{Commit: "1111111", Rollout: spec(checkout, "v1", steps...)})
+			e.do(checkout, rollout.Change{Commit: "2222222", Rollout: spec(checkout, "v2", steps...)})
+			e.waitState(checkout, "timed pause", func(s rollout.State) bool { return s.Timer != nil })
+
+			e.traffic.setMode("gate")
+			if _, err := e.runner.Command(context.Background(), checkout, tt.cmd); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the ACK wait started", func() bool { return e.traffic.waitingCount() == 1 })
+			st, _ := e.runner.State(checkout)
+			if st.Phase != rollout.PhaseProgressing || !strings.Contains(st.Message, "waiting for xDS clients to ACK") || st.Weights != api.CanaryWeights(0) {
+				t.Fatalf("before the ACK: %s %q %+v", st.Phase, st.Message, st.Weights)
+			}
+			if tt.alert != "" && e.hook.has(tt.alert) {
+				t.Fatalf("%s sent before the clients ACKed", tt.alert)
+			}
+
+			e.traffic.release()
+			settled := e.waitState(checkout, "settled", func(s rollout.State) bool { return s.Phase == tt.settled })
+			if settled.Settle != nil || strings.Contains(settled.Message, "waiting") {
+				t.Fatalf("after the ACK: %+v %q", settled.Settle, settled.Message)
+			}
+			if tt.alert != "" {
+				eventually(t, "alert "+tt.alert, func() bool { return e.hook.has(tt.alert) })
+			}
+		})
 	}
 }

@@ -219,12 +219,13 @@ func (l *LoadGen) call(ctx context.Context, cc *grpc.ClientConn, cls *Class) {
 	if cls != nil {
 		name, md = cls.Name, cls.Metadata
 	}
+	started := time.Now()
 	version, err := Call(ctx, cc, md...)
 	if err != nil && ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled) {
 		return // shutting down: not an observation
 	}
 	now := time.Now()
-	l.counts.add(now, obsKey{class: name, version: version, ok: err == nil})
+	l.counts.addStarted(started, now, obsKey{class: name, version: version, ok: err == nil})
 	if version != "" {
 		l.seen(version, now)
 	}
@@ -255,8 +256,9 @@ func (l *LoadGen) Observe() Observation {
 }
 
 // ResetWindow forgets the window's counts (not FirstSeen), so the next
-// Observe shows only what happened after a change.
-func (l *LoadGen) ResetWindow() { l.counts.reset() }
+// Observe shows only calls started after it: a call in flight across a
+// change was routed before it and says nothing about the new routes.
+func (l *LoadGen) ResetWindow() { l.counts.reset(time.Now()) }
 
 // FirstSeen reports when version first answered a call.
 func (l *LoadGen) FirstSeen(version string) (time.Time, bool) {

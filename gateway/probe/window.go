@@ -15,6 +15,9 @@ type window[K comparable] struct {
 	mu    sync.Mutex
 	width time.Duration // one bucket
 	slots [windowSlots]slot[K]
+	// since is the last reset: events that started before it belong to
+	// what the reset meant to forget, even when they end after it.
+	since time.Time
 }
 
 type slot[K comparable] struct {
@@ -31,10 +34,17 @@ func newWindow[K comparable](span time.Duration) *window[K] {
 }
 
 // add counts one event for k at time now.
-func (w *window[K]) add(now time.Time, k K) {
+func (w *window[K]) add(now time.Time, k K) { w.addStarted(now, now, k) }
+
+// addStarted counts one event for k that started at started and ended at
+// now; an event that started before the last reset is not counted.
+func (w *window[K]) addStarted(started, now time.Time, k K) {
 	idx := now.UnixNano() / int64(w.width)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if started.Before(w.since) {
+		return
+	}
 	s := &w.slots[idx%windowSlots]
 	if s.index != idx || s.counts == nil {
 		s.index = idx
@@ -61,9 +71,10 @@ func (w *window[K]) sum(now time.Time) map[K]int {
 	return out
 }
 
-// reset forgets everything.
-func (w *window[K]) reset() {
+// reset forgets everything, and every event that started before now.
+func (w *window[K]) reset(now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.slots = [windowSlots]slot[K]{}
+	w.since = now
 }

@@ -34,3 +34,17 @@ func TestWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestWindowResetForgetsCallsInFlight: a call that started before a reset
+// and ends after it was routed before the change the reset marks, so it is
+// not counted; one that started after is.
+func TestWindowResetForgetsCallsInFlight(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	w := newWindow[string](10 * time.Second)
+	w.reset(t0.Add(time.Second))
+	w.addStarted(t0, t0.Add(2*time.Second), "before")
+	w.addStarted(t0.Add(1500*time.Millisecond), t0.Add(2*time.Second), "after")
+	if got, want := w.sum(t0.Add(3*time.Second)), map[string]int{"after": 1}; !maps.Equal(got, want) {
+		t.Fatalf("sum = %v, want %v", got, want)
+	}
+}
