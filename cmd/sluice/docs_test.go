@@ -52,11 +52,12 @@ func TestDocsNameEveryMetricAndAlertEvent(t *testing.T) {
 	}
 }
 
-// docMetricNames lists every sluice_* name in any docs page. A histogram's
-// _bucket, _sum and _count series count as the histogram.
+// docMetricNames lists the metrics of the tables under "## Metrics" in
+// docs/alerts-and-metrics.md and every sluice_* name in any docs page. A
+// histogram's _bucket, _sum and _count series count as the histogram.
 func docMetricNames(t *testing.T) []string {
+	names := sectionTableKeys(t, "alerts-and-metrics.md", "Metrics")
 	re := regexp.MustCompile(`\bsluice_[a-z0-9_]*[a-z0-9]`)
-	var names []string
 	pages, err := filepath.Glob(filepath.Join(docsDir, "*.md"))
 	if err != nil || len(pages) == 0 {
 		t.Fatalf("no docs pages in %s (%v)", docsDir, err)
@@ -74,22 +75,37 @@ func docMetricNames(t *testing.T) []string {
 	return names
 }
 
-// docAlertEvents lists the events of the table under "## Alert events" in
-// docs/alerts-and-metrics.md: rows whose first cell is `event-name`.
+// docAlertEvents lists the events of the table under "Alert events" in
+// docs/alerts-and-metrics.md.
 func docAlertEvents(t *testing.T) []string {
-	row := regexp.MustCompile("^\\|\\s*`([a-z]+(?:-[a-z]+)+)`\\s*\\|")
-	var events []string
-	in := false
-	for _, line := range strings.Split(readDoc(t, "alerts-and-metrics.md"), "\n") {
-		if strings.HasPrefix(line, "## ") {
-			in = strings.TrimSpace(line) == "## Alert events"
+	return sectionTableKeys(t, "alerts-and-metrics.md", "Alert events")
+}
+
+// sectionTableKeys returns the first cells, written in backticks, of the
+// table rows under the heading titled title (and its subsections) in page.
+func sectionTableKeys(t *testing.T, page, title string) []string {
+	heading := regexp.MustCompile(`^(#+) (.*)$`)
+	row := regexp.MustCompile("^\\|\\s*`([^`]+)`\\s*\\|")
+	var keys []string
+	level := 0 // of the heading we are under; 0 when outside
+	for _, line := range strings.Split(readDoc(t, page), "\n") {
+		if m := heading.FindStringSubmatch(line); m != nil {
+			switch {
+			case strings.TrimSpace(m[2]) == title:
+				level = len(m[1])
+			case level > 0 && len(m[1]) <= level:
+				level = 0
+			}
 			continue
 		}
-		if m := row.FindStringSubmatch(line); in && m != nil {
-			events = append(events, m[1])
+		if m := row.FindStringSubmatch(line); level > 0 && m != nil && !slices.Contains(keys, m[1]) {
+			keys = append(keys, m[1])
 		}
 	}
-	return events
+	if len(keys) == 0 {
+		t.Fatalf("docs/%s: no table rows under a heading %q", page, title)
+	}
+	return keys
 }
 
 // cliSection is one command section of docs/cli.md: a heading naming one
