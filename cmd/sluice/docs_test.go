@@ -52,6 +52,41 @@ func TestDocsNameEveryMetricAndAlertEvent(t *testing.T) {
 	}
 }
 
+func TestDocsGiveMetricLabels(t *testing.T) {
+	code, docs := codeMetrics(t), docMetricLabels(t)
+	for name, labels := range code {
+		t.Run(name, func(t *testing.T) {
+			got, ok := docs[name]
+			if !ok {
+				t.Fatalf("%s has no row in a metric table of docs/alerts-and-metrics.md", name)
+			}
+			if !slices.Equal(got, labels) {
+				t.Errorf("docs/alerts-and-metrics.md gives %s the labels %v; the code defines %v", name, got, labels)
+			}
+		})
+	}
+}
+
+// docMetricLabels reads the metric tables under "## Metrics" in
+// docs/alerts-and-metrics.md: | `name` | type | labels | meaning |, the
+// labels in backticks ("none" for none), sorted.
+func docMetricLabels(t *testing.T) map[string][]string {
+	out := map[string][]string{}
+	for _, r := range sectionRows(t, "alerts-and-metrics.md", "Metrics") {
+		cells := strings.Split(strings.Trim(r.text, "| "), "|")
+		if len(cells) < 3 {
+			continue
+		}
+		var labels []string
+		for _, m := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(cells[2], -1) {
+			labels = append(labels, m[1])
+		}
+		slices.Sort(labels)
+		out[r.key] = labels
+	}
+	return out
+}
+
 // docMetricNames lists the metrics of the tables under "## Metrics" in
 // docs/alerts-and-metrics.md and every sluice_* name in any docs page. A
 // histogram's _bucket, _sum and _count series count as the histogram.
@@ -84,9 +119,27 @@ func docAlertEvents(t *testing.T) []string {
 // sectionTableKeys returns the first cells, written in backticks, of the
 // table rows under the heading titled title (and its subsections) in page.
 func sectionTableKeys(t *testing.T, page, title string) []string {
+	var keys []string
+	for _, r := range sectionRows(t, page, title) {
+		if !slices.Contains(keys, r.key) {
+			keys = append(keys, r.key)
+		}
+	}
+	return keys
+}
+
+// tableRow is a markdown table row whose first cell is `key`.
+type tableRow struct {
+	key  string
+	text string
+}
+
+// sectionRows returns the table rows with a backticked first cell under
+// the heading titled title (and its subsections) in page.
+func sectionRows(t *testing.T, page, title string) []tableRow {
 	heading := regexp.MustCompile(`^(#+) (.*)$`)
 	row := regexp.MustCompile("^\\|\\s*`([^`]+)`\\s*\\|")
-	var keys []string
+	var rows []tableRow
 	level := 0 // of the heading we are under; 0 when outside
 	for _, line := range strings.Split(readDoc(t, page), "\n") {
 		if m := heading.FindStringSubmatch(line); m != nil {
@@ -98,14 +151,14 @@ func sectionTableKeys(t *testing.T, page, title string) []string {
 			}
 			continue
 		}
-		if m := row.FindStringSubmatch(line); level > 0 && m != nil && !slices.Contains(keys, m[1]) {
-			keys = append(keys, m[1])
+		if m := row.FindStringSubmatch(line); level > 0 && m != nil {
+			rows = append(rows, tableRow{key: m[1], text: line})
 		}
 	}
-	if len(keys) == 0 {
+	if len(rows) == 0 {
 		t.Fatalf("docs/%s: no table rows under a heading %q", page, title)
 	}
-	return keys
+	return rows
 }
 
 // cliSection is one command section of docs/cli.md: a heading naming one

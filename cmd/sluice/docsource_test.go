@@ -68,45 +68,103 @@ func moduleSources(t *testing.T, dir string) []sourceFile {
 	return out
 }
 
-// codeMetricNames returns the name of every metric the module's code
-// defines through client_golang: the Name (with Namespace and Subsystem)
-// of every prometheus.*Opts literal and the first argument of every
-// prometheus.NewDesc call.
-func codeMetricNames(t *testing.T) []string {
-	var names []string
-	add := func(n string) {
-		if !slices.Contains(names, n) {
-			names = append(names, n)
+// codeMetrics returns every metric the module's code defines through
+// client_golang, with its label names: the Name (with Namespace and
+// Subsystem) of every prometheus.*Opts literal, which must be the first
+// argument of a prometheus.New* constructor (the labels of a New*Vec are
+// its second argument), and the first argument of every prometheus.NewDesc
+// call (labels: its third).
+func codeMetrics(t *testing.T) map[string][]string {
+	metrics := map[string][]string{}
+	add := func(sf sourceFile, at ast.Node, name string, labels []string) {
+		if prev, dup := metrics[name]; dup && !slices.Equal(prev, labels) {
+			t.Errorf("%s: metric %s defined again with other labels %v (first %v)", sf.fset.Position(at.Pos()), name, labels, prev)
 		}
+		metrics[name] = labels
 	}
 	for _, sf := range moduleSources(t, ".") {
 		prom := importName(sf.file, prometheusImport)
 		if prom == "" {
 			continue
 		}
+		constructed := map[*ast.CompositeLit]bool{}
 		ast.Inspect(sf.file, func(n ast.Node) bool {
 			switch n := n.(type) {
-			case *ast.CompositeLit:
-				if sel, ok := n.Type.(*ast.SelectorExpr); ok && isIdent(sel.X, prom) && metricOpts[sel.Sel.Name] {
-					if name, ok := optsName(n); ok {
-						add(name)
-					} else {
-						t.Errorf("%s: cannot read the metric name of this %s literal: use string literals", sf.fset.Position(n.Pos()), sel.Sel.Name)
-					}
-				}
 			case *ast.CallExpr:
-				if isCall(n, prom, "NewDesc") && len(n.Args) > 0 {
-					if name, ok := stringValue(n.Args[0], prom); ok {
-						add(name)
-					} else {
-						t.Errorf("%s: cannot read the metric name of this NewDesc call: use a string literal", sf.fset.Position(n.Pos()))
+				sel, ok := n.Fun.(*ast.SelectorExpr)
+				if !ok || !isIdent(sel.X, prom) || len(n.Args) == 0 {
+					return true
+				}
+				if sel.Sel.Name == "NewDesc" {
+					name, ok := stringValue(n.Args[0], prom)
+					labels, lok := labelNames(n.Args, 2)
+					if !ok || !lok {
+						t.Errorf("%s: cannot read the name or labels of this NewDesc call: use literals", sf.fset.Position(n.Pos()))
+						return true
 					}
+					add(sf, n, name, labels)
+					return true
+				}
+				lit, ok := n.Args[0].(*ast.CompositeLit)
+				if !ok || !isMetricOpts(lit, prom) || !strings.HasPrefix(sel.Sel.Name, "New") {
+					return true
+				}
+				constructed[lit] = true
+				name, ok := optsName(lit)
+				labels, lok := []string(nil), true
+				if strings.HasSuffix(sel.Sel.Name, "Vec") {
+					labels, lok = labelNames(n.Args, 1)
+				}
+				if !ok || !lok {
+					t.Errorf("%s: cannot read the name or labels of this %s call: use literals", sf.fset.Position(n.Pos()), sel.Sel.Name)
+					return true
+				}
+				add(sf, n, name, labels)
+			case *ast.CompositeLit:
+				if isMetricOpts(n, prom) && !constructed[n] {
+					t.Errorf("%s: metric options outside a prometheus.New* call: pass the literal to the constructor so its name and labels can be read", sf.fset.Position(n.Pos()))
 				}
 			}
 			return true
 		})
 	}
+	return metrics
+}
+
+func codeMetricNames(t *testing.T) []string {
+	var names []string
+	for name := range codeMetrics(t) {
+		names = append(names, name)
+	}
+	slices.Sort(names)
 	return names
+}
+
+// labelNames reads args[i] as a []string literal of label names (nil is
+// no labels); a missing argument is no labels.
+func labelNames(args []ast.Expr, i int) ([]string, bool) {
+	if i >= len(args) || isIdent(args[i], "nil") {
+		return nil, true
+	}
+	lit, ok := args[i].(*ast.CompositeLit)
+	if !ok {
+		return nil, false
+	}
+	var out []string
+	for _, e := range lit.Elts {
+		s, ok := stringValue(e, "")
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out, true
+}
+
+func isMetricOpts(lit *ast.CompositeLit, prom string) bool {
+	sel, ok := lit.Type.(*ast.SelectorExpr)
+	return ok && isIdent(sel.X, prom) && metricOpts[sel.Sel.Name]
 }
 
 // metricOpts are the client_golang option types that name a metric.
