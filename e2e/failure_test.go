@@ -56,7 +56,7 @@ func TestFailureRollsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := d.waitStatus("failing", 60*time.Second, "abort", func(s httpapi.RolloutStatus) bool {
-		return s.Commit == commit && s.Aborted
+		return s.Commit == commit && s.Aborted && s.Phase == rollout.PhaseDegraded
 	})
 	abortSeen := time.Now()
 	if st.Phase != rollout.PhaseDegraded || st.Weights.Canary != 0 || st.Weights.Stable != 100 || len(st.HeaderRoutes) != 0 {
@@ -129,8 +129,8 @@ func TestAbortCommand(t *testing.T) {
 	d.cli("abort", "stopme")
 	got := hook.wait(t, alert.EventRolloutAborted, "default/stopme", 2*time.Second)
 	t.Logf("abort command to alert at the sink: %v", got.at.Sub(sent))
-	st, _ := d.status("stopme")
-	if st.Phase != rollout.PhaseDegraded || !st.Aborted || st.Weights.Stable != 100 {
+	st := d.waitStatus("stopme", 30*time.Second, "abort settled", func(s httpapi.RolloutStatus) bool { return s.Phase == rollout.PhaseDegraded })
+	if !st.Aborted || st.Weights.Stable != 100 {
 		t.Fatalf("after sluice abort: %+v", st)
 	}
 	if o := observe(t, lg, 30); o.Class[probe.DefaultClass].Share(v1) != 1 {
