@@ -79,12 +79,12 @@ func New(opts Options) (*Dispatcher, error) {
 	}
 	d := &Dispatcher{
 		metrics: metrics,
-		outbox: opts.Outbox,
-		sinks:  opts.Sinks,
-		log:    opts.Logger,
-		min:    opts.MinBackoff,
-		max:    opts.MaxBackoff,
-		wake:   make(map[string]chan struct{}, len(opts.Sinks)),
+		outbox:  opts.Outbox,
+		sinks:   opts.Sinks,
+		log:     opts.Logger,
+		min:     opts.MinBackoff,
+		max:     opts.MaxBackoff,
+		wake:    make(map[string]chan struct{}, len(opts.Sinks)),
 	}
 	for _, s := range opts.Sinks {
 		if _, dup := d.wake[s.Name()]; dup {
