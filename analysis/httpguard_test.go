@@ -13,18 +13,30 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluice-dev/sluice/api"
 )
 
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
+// providerCount reads a counter of the engine's registry by provider.
+func providerCount(t *testing.T, reg *prometheus.Registry, name, provider string) float64 {
 	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
+	families, err := reg.Gather()
+	if err != nil {
 		t.Fatal(err)
 	}
-	return m.GetCounter().GetValue()
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "provider" && l.GetValue() == provider {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // promOK is a Prometheus instant-query answer of one sample, 0.5.
@@ -177,12 +189,13 @@ func TestResponseTooLarge(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e, err := New(Options{MaxResponseBytes: limit})
+			reg := prometheus.NewRegistry()
+			e, err := New(Options{MaxResponseBytes: limit, Registry: reg})
 			if err != nil {
 				t.Fatal(err)
 			}
 			_, err = measureOnce(t, e, tc.metric)
-			refusals := counterValue(t, e.metrics.tooLarge.WithLabelValues(tc.provider))
+			refusals := providerCount(t, reg, "sluice_analysis_responses_too_large_total", tc.provider)
 			if !tc.refused {
 				if err != nil || refusals != 0 {
 					t.Fatalf("err %v, refusals %v; want a measurement", err, refusals)
@@ -251,7 +264,8 @@ func TestProviderTimeout(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e, err := New(Options{PrometheusTimeout: timeout, WebTimeout: timeout})
+			reg := prometheus.NewRegistry()
+			e, err := New(Options{PrometheusTimeout: timeout, WebTimeout: timeout, Registry: reg})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -268,7 +282,7 @@ func TestProviderTimeout(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.wantMsg) {
 				t.Fatalf("err = %v, want %q", err, tc.wantMsg)
 			}
-			if n := counterValue(t, e.metrics.timeouts.WithLabelValues(tc.provider)); n != 1 {
+			if n := providerCount(t, reg, "sluice_analysis_timeouts_total", tc.provider); n != 1 {
 				t.Fatalf("sluice_analysis_timeouts_total{provider=%q} = %v, want 1", tc.provider, n)
 			}
 		})
