@@ -19,8 +19,9 @@ type Options struct {
 	// Registry receives sluice_analysis_metric_value and
 	// sluice_analysis_runs_total; nil keeps them private.
 	Registry *prometheus.Registry
-	// HTTPClient is used by the web provider and for Prometheus queries;
-	// nil means a client with a 30s timeout.
+	// HTTPClient's Transport carries the web provider's and Prometheus
+	// queries (nil: http.DefaultTransport); deadlines come from
+	// PrometheusTimeout, WebTimeout and the metrics' own timeouts.
 	HTTPClient *http.Client
 	// BearerTokenFile, when set, is read on every Prometheus query (so a
 	// rotated token is picked up) and sent as a bearer token, but only to
