@@ -13,6 +13,14 @@
 // Prometheus result (0/0 with no traffic) is Inconclusive too, unless the
 // conditions call isNaN themselves.
 //
+// Providers talk to peers named in git, so every request is bounded: a
+// timeout (the metric's, else Options.PrometheusTimeout or WebTimeout) and
+// a cap on the response body (Options.MaxResponseBytes); both end the
+// measurement in Error and are counted. The daemon's Prometheus token goes
+// only to Options.PrometheusURL's origin, never to another address a
+// template names nor across a redirect, and URLs in provider errors lose
+// their user info and query.
+//
 // The verdict logic is synchronous and pure (Plan, Evaluate,
 // MetricStatus.Record, Assess, RunPhase, Judge, RunScore) so callers can
 // test against it; Engine adds goroutines, timers, providers and the

@@ -2,6 +2,8 @@ package analysis
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -17,13 +19,30 @@ type Options struct {
 	// Registry receives sluice_analysis_metric_value and
 	// sluice_analysis_runs_total; nil keeps them private.
 	Registry *prometheus.Registry
-	// HTTPClient is used by the web provider and for Prometheus queries;
-	// nil means a client with a 30s timeout.
+	// HTTPClient's Transport carries the web provider's and Prometheus
+	// queries (nil: http.DefaultTransport); deadlines come from
+	// PrometheusTimeout, WebTimeout and the metrics' own timeouts.
 	HTTPClient *http.Client
 	// BearerTokenFile, when set, is read on every Prometheus query (so a
-	// rotated token is picked up) and sent as a bearer token, unless the
-	// metric names its own file. Never logged.
+	// rotated token is picked up) and sent as a bearer token, but only to
+	// PrometheusURL's origin (scheme, host and port): never to another
+	// address a template names, nor after a redirect to another host.
+	// Never logged.
 	BearerTokenFile string
+	// PrometheusURL is the Prometheus BearerTokenFile belongs to; required
+	// with BearerTokenFile.
+	PrometheusURL string
+	// MaxResponseBytes caps the body of a Prometheus or web response
+	// (default DefaultMaxResponseBytes); a larger one is the measurement's
+	// Error.
+	MaxResponseBytes int64
+	// PrometheusTimeout bounds a Prometheus query, and each judge
+	// measurement, whose metric sets no timeout (default
+	// DefaultPrometheusTimeout).
+	PrometheusTimeout time.Duration
+	// WebTimeout bounds a web request whose metric sets no timeoutSeconds
+	// (default DefaultWebTimeout, Argo's).
+	WebTimeout time.Duration
 	// ErrorRetryInterval is the wait after a failed measurement of a
 	// metric that has no interval (Argo: 10s).
 	ErrorRetryInterval time.Duration
@@ -39,7 +58,19 @@ type Engine struct {
 	retry   time.Duration
 	now     func() time.Time
 	metrics *engineMetrics
+
+	promOrigin  origin // where token may go; zero without a token
+	maxBody     int64
+	promTimeout time.Duration
+	webTimeout  time.Duration
 }
+
+// Defaults of the provider limits.
+const (
+	DefaultMaxResponseBytes  = 4 << 20
+	DefaultPrometheusTimeout = 30 * time.Second
+	DefaultWebTimeout        = 10 * time.Second
+)
 
 // New builds an Engine.
 func New(opts Options) (*Engine, error) {
@@ -49,6 +80,29 @@ func New(opts Options) (*Engine, error) {
 		token: opts.BearerTokenFile,
 		retry: opts.ErrorRetryInterval,
 		now:   opts.Now,
+
+		maxBody:     opts.MaxResponseBytes,
+		promTimeout: opts.PrometheusTimeout,
+		webTimeout:  opts.WebTimeout,
+	}
+	if e.token != "" {
+		if opts.PrometheusURL == "" {
+			return nil, errors.New("a prometheus bearer token needs the prometheus url it belongs to")
+		}
+		o, err := parseOrigin(opts.PrometheusURL)
+		if err != nil {
+			return nil, fmt.Errorf("prometheus url: %w", err)
+		}
+		e.promOrigin = o
+	}
+	if e.maxBody <= 0 {
+		e.maxBody = DefaultMaxResponseBytes
+	}
+	if e.promTimeout <= 0 {
+		e.promTimeout = DefaultPrometheusTimeout
+	}
+	if e.webTimeout <= 0 {
+		e.webTimeout = DefaultWebTimeout
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)

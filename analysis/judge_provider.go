@@ -14,20 +14,24 @@ import (
 // judgeProvider fetches canary and baseline samples with two Prometheus
 // range queries over the lookback window and judges them.
 type judgeProvider struct {
-	api promv1.API
-	cfg api.JudgeProvider
-	now func() time.Time
+	engine  *Engine
+	api     promv1.API
+	cfg     api.JudgeProvider
+	timeout time.Duration // both queries of one measurement
+	now     func() time.Time
 }
 
 func (e *Engine) newJudge(c *api.JudgeProvider) (provider, error) {
-	a, err := e.promAPI(c.Address, nil, "", false)
+	a, err := e.promAPI(labelJudge, c.Address, nil, "", false)
 	if err != nil {
 		return nil, err
 	}
-	return &judgeProvider{api: a, cfg: JudgeConfig(*c), now: e.now}, nil
+	return &judgeProvider{engine: e, api: a, cfg: JudgeConfig(*c), timeout: e.promTimeout, now: e.now}, nil
 }
 
 func (p *judgeProvider) measure(ctx context.Context, _ *Metric) (Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
 	end := p.now()
 	r := promv1.Range{Start: end.Add(-p.cfg.Lookback), End: end, Step: p.cfg.Step}
 	canary, err := p.samples(ctx, "canaryQuery", p.cfg.CanaryQuery, r)
@@ -51,7 +55,7 @@ func (p *judgeProvider) measure(ctx context.Context, _ *Metric) (Result, error) 
 func (p *judgeProvider) samples(ctx context.Context, field, query string, r promv1.Range) ([]float64, error) {
 	v, _, _, err := p.api.QueryRange(ctx, query, r)
 	if err != nil {
-		return nil, fmt.Errorf("judge %s: %w", field, err)
+		return nil, p.engine.requestError(labelJudge, "judge "+field, p.timeout, err)
 	}
 	m, ok := v.(model.Matrix)
 	if !ok {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"strings"
 	"time"
 
@@ -16,46 +15,49 @@ import (
 	"github.com/sluice-dev/sluice/api"
 )
 
-// defaultPromTimeout bounds a query whose metric sets no timeout.
-const defaultPromTimeout = 30 * time.Second
-
 // prometheusProvider runs an instant query.
 type prometheusProvider struct {
+	engine  *Engine
 	api     promv1.API
 	query   string
 	timeout time.Duration
 	now     func() time.Time
 }
 
-func (e *Engine) promAPI(address string, headers map[string]string, tokenFile string, insecure bool) (promv1.API, error) {
+// promAPI builds a client for one Prometheus address. headers and
+// tokenFile come with the metric and go only to that address; the
+// engine's token goes only to the configured Prometheus URL.
+func (e *Engine) promAPI(provider, address string, headers map[string]string, tokenFile string, insecure bool) (promv1.API, error) {
 	if address == "" {
 		return nil, errors.New("prometheus address is empty")
 	}
-	if tokenFile == "" {
-		tokenFile = e.token
+	target, err := parseOrigin(address)
+	if err != nil {
+		return nil, fmt.Errorf("prometheus address: %w", err)
+	}
+	if e.token != "" && target != e.promOrigin && headers["Authorization"] == "" && tokenFile == "" {
+		e.log.Debug("prometheus token withheld: the address is not --prometheus-url", "address", target.String(), "prometheusURL", e.promOrigin.String())
 	}
 	client, err := promapi.NewClient(promapi.Config{
 		Address: address,
-		Client: &http.Client{
-			Transport: &headerTransport{base: e.transport(insecure), headers: headers, tokenFile: tokenFile},
-		},
+		Client:  e.client(provider, target, headers, tokenFile, insecure),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("prometheus client for %s: %w", address, err)
+		return nil, fmt.Errorf("prometheus client for %s: %w", redactURL(address), redactURLError(err))
 	}
 	return promv1.NewAPI(client), nil
 }
 
 func (e *Engine) newPrometheus(c *api.PrometheusProvider) (provider, error) {
-	a, err := e.promAPI(c.Address, c.Headers, c.BearerTokenFile, c.Insecure)
+	a, err := e.promAPI(labelPrometheus, c.Address, c.Headers, c.BearerTokenFile, c.Insecure)
 	if err != nil {
 		return nil, err
 	}
 	timeout := c.Timeout
 	if timeout <= 0 {
-		timeout = defaultPromTimeout
+		timeout = e.promTimeout
 	}
-	return &prometheusProvider{api: a, query: c.Query, timeout: timeout, now: e.now}, nil
+	return &prometheusProvider{engine: e, api: a, query: c.Query, timeout: timeout, now: e.now}, nil
 }
 
 func (p *prometheusProvider) measure(ctx context.Context, m *Metric) (Result, error) {
@@ -63,7 +65,7 @@ func (p *prometheusProvider) measure(ctx context.Context, m *Metric) (Result, er
 	defer cancel()
 	v, _, _, err := p.api.Query(ctx, p.query, p.now(), promv1.WithTimeout(p.timeout))
 	if err != nil {
-		return Result{}, fmt.Errorf("prometheus query: %w", err)
+		return Result{}, p.engine.requestError(labelPrometheus, "prometheus query", p.timeout, err)
 	}
 	return promResult(v, m.nanAware())
 }

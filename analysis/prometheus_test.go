@@ -238,7 +238,7 @@ func TestPrometheusBearerToken(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("  t0ken\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e, err := New(Options{BearerTokenFile: tokenFile})
+	e, err := New(Options{BearerTokenFile: tokenFile, PrometheusURL: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,10 +3,10 @@ package analysis
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"strings"
+	"time"
 
 	"github.com/sluice-dev/sluice/api"
 )
@@ -40,30 +40,29 @@ func kindName(k api.ProviderKind) string {
 	return string(k)
 }
 
-// headerTransport adds fixed headers and a bearer token read from a file
-// on every request, so a rotated token is picked up without a restart.
-type headerTransport struct {
-	base      http.RoundTripper
-	headers   map[string]string
-	tokenFile string
-}
+// Provider labels of the refusal metrics.
+const (
+	labelPrometheus = "prometheus"
+	labelWeb        = "web"
+	labelJudge      = "judge"
+)
 
-func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if len(t.headers) == 0 && t.tokenFile == "" {
-		return t.base.RoundTrip(req)
+// client builds a provider's HTTP client. headers and tokenFile (the
+// metric's own) go only to target's origin; the engine's token goes only
+// to the configured Prometheus; every body is capped at MaxResponseBytes.
+func (e *Engine) client(provider string, target origin, headers map[string]string, tokenFile string, insecure bool) *http.Client {
+	var rt http.RoundTripper = &limitBodies{
+		base:    e.transport(insecure),
+		limit:   e.maxBody,
+		refused: func() { e.metrics.tooLarge.WithLabelValues(provider).Inc() },
 	}
-	req = req.Clone(req.Context())
-	for k, v := range t.headers {
-		req.Header.Set(k, v)
+	rt = &scopedHeaders{base: rt, origin: target, headers: headers, tokenFile: tokenFile}
+	// The daemon's token is for Prometheus; web endpoints bring their own
+	// headers.
+	if e.token != "" && provider != labelWeb {
+		rt = &scopedHeaders{base: rt, origin: e.promOrigin, tokenFile: e.token}
 	}
-	if t.tokenFile != "" {
-		b, err := os.ReadFile(t.tokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("read bearer token file: %w", err)
-		}
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(b)))
-	}
-	return t.base.RoundTrip(req)
+	return &http.Client{Transport: rt}
 }
 
 // transport returns the engine client's transport, made to skip TLS
@@ -82,4 +81,22 @@ func (e *Engine) transport(insecure bool) http.RoundTripper {
 		return t
 	}
 	return base
+}
+
+// requestError wraps a provider's request error: it names the limit the
+// request ran into (and counts it), and redacts the URL net/http embeds.
+func (e *Engine) requestError(provider, what string, timeout time.Duration, err error) error {
+	err = redactURLError(err)
+	if errors.Is(err, context.DeadlineExceeded) {
+		e.metrics.timeouts.WithLabelValues(provider).Inc()
+		return fmt.Errorf("%s: no answer within %s (the metric's timeout, or --%s-timeout): %w", what, timeout, timeoutFlag(provider), err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+func timeoutFlag(provider string) string {
+	if provider == labelWeb {
+		return "web"
+	}
+	return "prometheus"
 }

@@ -15,16 +15,10 @@ import (
 	"github.com/sluice-dev/sluice/api"
 )
 
-// Web provider limits: Argo's default timeout, and a cap on the body so a
-// misbehaving endpoint cannot exhaust memory.
-const (
-	defaultWebTimeout = 10 * time.Second
-	maxWebBody        = 4 << 20
-)
-
 // webProvider fetches JSON and extracts a value with a Kubernetes-style
 // JSONPath ("{$.data.ok}"), as Argo's web provider does.
 type webProvider struct {
+	engine  *Engine
 	client  *http.Client
 	cfg     api.WebProvider
 	path    *jsonpath.JSONPath
@@ -43,12 +37,17 @@ func (e *Engine) newWeb(c *api.WebProvider) (provider, error) {
 	if err := jp.Parse(expr); err != nil {
 		return nil, fmt.Errorf("jsonPath %q: %w", c.JSONPath, err)
 	}
-	timeout := defaultWebTimeout
+	target, err := parseOrigin(c.URL)
+	if err != nil {
+		return nil, fmt.Errorf("web url: %w", err)
+	}
+	timeout := e.webTimeout
 	if c.TimeoutSeconds > 0 {
 		timeout = time.Duration(c.TimeoutSeconds) * time.Second
 	}
 	return &webProvider{
-		client:  &http.Client{Transport: &headerTransport{base: e.transport(c.Insecure), headers: c.Headers}},
+		engine:  e,
+		client:  e.client(labelWeb, target, c.Headers, "", c.Insecure),
 		cfg:     *c,
 		path:    jp,
 		timeout: timeout,
@@ -68,19 +67,20 @@ func (p *webProvider) measure(ctx context.Context, _ *Metric) (Result, error) {
 	}
 	req, err := http.NewRequestWithContext(ctx, method, p.cfg.URL, body)
 	if err != nil {
-		return Result{}, fmt.Errorf("web request: %w", err)
+		return Result{}, fmt.Errorf("web request: %w", redactURLError(err))
 	}
 	if p.cfg.Body != "" && req.Header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return Result{}, fmt.Errorf("web request: %w", err)
+		return Result{}, p.engine.requestError(labelWeb, "web request", p.timeout, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxWebBody))
+	// The client caps the body at MaxResponseBytes.
+	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return Result{}, fmt.Errorf("read web response: %w", err)
+		return Result{}, p.engine.requestError(labelWeb, "read web response", p.timeout, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		return Result{}, fmt.Errorf("web response %s: %s", resp.Status, snippet(data))

@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/pflag"
 	yaml "go.yaml.in/yaml/v3"
 
+	"github.com/sluice-dev/sluice/analysis"
+	"github.com/sluice-dev/sluice/controller/alert"
 	"github.com/sluice-dev/sluice/controller/daemon"
 )
 
@@ -64,6 +66,10 @@ keys (lists for repeatable flags); flags on the command line win.`,
 	f.StringArrayVar(&o.AlertWebhooks, "alert-webhook", nil, "URL receiving alerts as JSON (repeatable)")
 	f.StringVar(&o.AlertSlack, "alert-slack", "", "Slack incoming-webhook URL for alerts")
 	f.StringVar(&o.AlertmanagerURL, "alertmanager-url", "", "Alertmanager base URL for alerts")
+	f.StringArrayVar(&o.AlertWebhookFiles, "alert-webhook-file", nil, "file holding a URL receiving alerts as JSON, kept off the command line (repeatable)")
+	f.StringVar(&o.AlertSlackFile, "alert-slack-file", "", "file holding the Slack incoming-webhook URL, kept off the command line")
+	f.StringVar(&o.AlertmanagerURLFile, "alertmanager-url-file", "", "file holding the Alertmanager base URL, kept off the command line")
+	f.DurationVar(&o.AlertTimeout, "alert-timeout", alert.DefaultTimeout, "bound on one alert delivery attempt; a timed-out attempt is retried with back-off")
 	f.StringVar(&o.XDSTLS.CertFile, "xds-tls-cert", "", "TLS certificate for the xDS listener")
 	f.StringVar(&o.XDSTLS.KeyFile, "xds-tls-key", "", "TLS key for the xDS listener")
 	f.StringVar(&o.XDSTLS.ClientCAFile, "xds-client-ca", "", "CA that xDS clients' certificates must be signed by (mutual TLS)")
@@ -73,7 +79,11 @@ keys (lists for repeatable flags); flags on the command line win.`,
 	f.StringVar(&o.GitAuth.SSHPassphraseFile, "git-ssh-passphrase-file", "", "file holding the SSH key's passphrase")
 	f.StringVar(&o.GitAuth.KnownHostsFile, "git-known-hosts-file", "", "known_hosts file for SSH")
 	f.BoolVar(&o.GitAuth.InsecureIgnoreHostKey, "git-insecure-ignore-host-key", false, "do not check the SSH host key (insecure)")
-	f.StringVar(&o.PrometheusTokenFile, "prometheus-token-file", "", "file holding a bearer token for Prometheus queries")
+	f.StringVar(&o.PrometheusTokenFile, "prometheus-token-file", "", "file holding a bearer token for Prometheus queries (sent to --prometheus-url only)")
+	f.StringVar(&o.PrometheusURL, "prometheus-url", "", "the Prometheus --prometheus-token-file belongs to: the token is sent only to this scheme://host:port, never to other addresses or after redirects")
+	f.Int64Var(&o.AnalysisMaxResponseBytes, "analysis-max-response-bytes", analysis.DefaultMaxResponseBytes, "largest Prometheus or web provider response body; a larger one is the measurement's Error")
+	f.DurationVar(&o.PrometheusTimeout, "prometheus-timeout", analysis.DefaultPrometheusTimeout, "bound on a Prometheus query (and a judge measurement) whose metric sets no timeout")
+	f.DurationVar(&o.WebTimeout, "web-timeout", analysis.DefaultWebTimeout, "bound on a web provider request whose metric sets no timeoutSeconds")
 	f.DurationVar(&o.AckTimeout, "ack-timeout", 0, "how long a step waits for clients to ACK its routes (default 10s)")
 	f.StringVar(&o.configFile, "config", "", "YAML file with the same settings")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")

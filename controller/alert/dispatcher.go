@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Outbox is the durable queue the Dispatcher drains; the controller store
@@ -35,6 +37,9 @@ type Options struct {
 	// 500ms); each further failure doubles it up to MaxBackoff (default 1m).
 	MinBackoff time.Duration
 	MaxBackoff time.Duration
+	// Registry receives sluice_alert_delivery_failures_total; nil keeps it
+	// private.
+	Registry *prometheus.Registry
 }
 
 // Dispatcher delivers the outbox to every sink at least once. Each sink has
@@ -47,6 +52,7 @@ type Dispatcher struct {
 	min     time.Duration
 	max     time.Duration
 	wake    map[string]chan struct{}
+	metrics *dispatcherMetrics
 	running sync.Mutex
 }
 
@@ -67,17 +73,22 @@ func New(opts Options) (*Dispatcher, error) {
 	if opts.MaxBackoff < opts.MinBackoff {
 		opts.MaxBackoff = opts.MinBackoff
 	}
+	metrics, err := newDispatcherMetrics(opts.Registry)
+	if err != nil {
+		return nil, err
+	}
 	d := &Dispatcher{
-		outbox: opts.Outbox,
-		sinks:  opts.Sinks,
-		log:    opts.Logger,
-		min:    opts.MinBackoff,
-		max:    opts.MaxBackoff,
-		wake:   make(map[string]chan struct{}, len(opts.Sinks)),
+		metrics: metrics,
+		outbox:  opts.Outbox,
+		sinks:   opts.Sinks,
+		log:     opts.Logger,
+		min:     opts.MinBackoff,
+		max:     opts.MaxBackoff,
+		wake:    make(map[string]chan struct{}, len(opts.Sinks)),
 	}
 	for _, s := range opts.Sinks {
 		if _, dup := d.wake[s.Name()]; dup {
-			return nil, fmt.Errorf("alert dispatcher: duplicate sink %q", s.Name())
+			return nil, fmt.Errorf("alert dispatcher: duplicate sink %s", displayName(s))
 		}
 		d.wake[s.Name()] = make(chan struct{}, 1)
 		d.names = append(d.names, s.Name())
@@ -141,7 +152,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // kicked.
 func (d *Dispatcher) work(ctx context.Context, s Sink) {
 	name := s.Name()
-	log := d.log.With("sink", name)
+	display := displayName(s)
+	log := d.log.With("sink", display)
 	backoff := d.min
 	for ctx.Err() == nil {
 		failed := false
@@ -155,6 +167,12 @@ func (d *Dispatcher) work(ctx context.Context, s Sink) {
 				return
 			}
 			err := s.Send(ctx, a)
+			if err != nil && ctx.Err() != nil {
+				return // shutting down: the alert stays pending
+			}
+			if err != nil {
+				d.metrics.failures.WithLabelValues(display, failureReason(err)).Inc()
+			}
 			if err != nil && !Permanent(err) {
 				log.Warn("alert delivery failed", "id", a.ID, "err", err, "retryIn", backoff)
 				failed = true

@@ -10,4 +10,10 @@
 // backs off exponentially without delaying the other sinks, and because the
 // outbox is durable, alerts pending when the process dies are sent after it
 // restarts.
+//
+// Sink URLs often hold the credential (a Slack webhook's path, a token
+// query, user info), so logs, errors and metrics show a sink by its kind
+// and RedactURL form only; each delivery attempt is bounded by the sink's
+// timeout and counted in sluice_alert_delivery_failures_total when it
+// fails.
 package alert

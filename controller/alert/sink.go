@@ -16,7 +16,8 @@ import (
 // with the same alert: delivery is at least once.
 type Sink interface {
 	// Name identifies the sink in the outbox; it must stay the same across
-	// restarts so that delivered ids are remembered (the kind and URL).
+	// restarts so that delivered ids are remembered (the kind and URL). It
+	// may hold secrets: logs and metrics use String when the sink has one.
 	Name() string
 	Send(ctx context.Context, a Alert) error
 }
@@ -39,19 +40,26 @@ type SinkOptions struct {
 	URL string
 	// Name overrides the default name, kind + ":" + URL.
 	Name string
-	// Client defaults to a client with Timeout.
+	// Client defaults to http.Client's zero value.
 	Client *http.Client
-	// Timeout bounds one delivery attempt; default 10s.
+	// Timeout bounds one delivery attempt (connect, send, answer); default
+	// DefaultTimeout. A timed-out attempt is retried with back-off.
 	Timeout time.Duration
 }
+
+// DefaultTimeout bounds one delivery attempt unless SinkOptions.Timeout
+// says otherwise.
+const DefaultTimeout = 10 * time.Second
 
 // HTTPSink posts alerts as JSON: the Alert itself, a Slack message, or an
 // Alertmanager alert list, depending on its Kind.
 type HTTPSink struct {
-	kind   Kind
-	name   string
-	target string
-	client *http.Client
+	kind    Kind
+	name    string
+	display string // kind and redacted URL, for logs and metrics
+	target  string
+	client  *http.Client
+	timeout time.Duration
 }
 
 var _ Sink = (*HTTPSink)(nil)
@@ -60,10 +68,10 @@ var _ Sink = (*HTTPSink)(nil)
 func NewSink(opts SinkOptions) (*HTTPSink, error) {
 	u, err := url.Parse(opts.URL)
 	if err != nil {
-		return nil, fmt.Errorf("%s sink url: %w", opts.Kind, err)
+		return nil, fmt.Errorf("%s sink url: %w", opts.Kind, redactError(err))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return nil, fmt.Errorf("%s sink url %q: want an absolute http(s) URL", opts.Kind, opts.URL)
+		return nil, fmt.Errorf("%s sink url %s: want an absolute http(s) URL", opts.Kind, RedactURL(opts.URL))
 	}
 	target := opts.URL
 	switch opts.Kind {
@@ -74,22 +82,31 @@ func NewSink(opts SinkOptions) (*HTTPSink, error) {
 		return nil, fmt.Errorf("unknown sink kind %q", opts.Kind)
 	}
 	if opts.Timeout <= 0 {
-		opts.Timeout = 10 * time.Second
+		opts.Timeout = DefaultTimeout
 	}
 	if opts.Client == nil {
-		opts.Client = &http.Client{Timeout: opts.Timeout}
+		opts.Client = &http.Client{}
 	}
 	if opts.Name == "" {
 		opts.Name = string(opts.Kind) + ":" + opts.URL
 	}
-	return &HTTPSink{kind: opts.Kind, name: opts.Name, target: target, client: opts.Client}, nil
+	return &HTTPSink{
+		kind: opts.Kind, name: opts.Name, display: string(opts.Kind) + ":" + RedactURL(opts.URL),
+		target: target, client: opts.Client, timeout: opts.Timeout,
+	}, nil
 }
 
-// Name implements Sink.
+// Name implements Sink. It holds the full URL: never log it.
 func (s *HTTPSink) Name() string { return s.name }
 
-// Send implements Sink: one POST, success on any 2xx answer.
+// String is the kind and the redacted URL, e.g. "slack:https://hooks.slack.com/…".
+func (s *HTTPSink) String() string { return s.display }
+
+// Send implements Sink: one POST, success on any 2xx answer. The attempt
+// ends after the sink's timeout; errors never show the URL's secrets.
 func (s *HTTPSink) Send(ctx context.Context, a Alert) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
 	var body any
 	switch s.kind {
 	case KindSlack:
@@ -105,14 +122,17 @@ func (s *HTTPSink) Send(ctx context.Context, a Alert) error {
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.target, bytes.NewReader(data))
 	if err != nil {
-		return fmt.Errorf("post alert %s: %w", a.ID, err)
+		return fmt.Errorf("post alert %s: %w", a.ID, redactError(err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	// Receivers that deduplicate themselves can use this header.
 	req.Header.Set("Idempotency-Key", a.ID)
 	resp, err := s.client.Do(req)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("post alert %s: no answer within %s (--alert-timeout): %w", a.ID, s.timeout, redactError(err))
+	}
 	if err != nil {
-		return fmt.Errorf("post alert %s: %w", a.ID, err)
+		return fmt.Errorf("post alert %s: %w", a.ID, redactError(err))
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))

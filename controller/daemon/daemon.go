@@ -89,10 +89,14 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 	if err != nil {
 		return err
 	}
-	if d.dispatcher, err = alert.New(alert.Options{Outbox: d.store, Sinks: sinks, Logger: d.log}); err != nil {
+	if d.dispatcher, err = alert.New(alert.Options{Outbox: d.store, Sinks: sinks, Logger: d.log, Registry: reg}); err != nil {
 		return fmt.Errorf("alerts: %w", err)
 	}
-	engine, err := analysis.New(analysis.Options{Logger: d.log, Registry: reg, BearerTokenFile: o.PrometheusTokenFile})
+	engine, err := analysis.New(analysis.Options{
+		Logger: d.log, Registry: reg,
+		BearerTokenFile: o.PrometheusTokenFile, PrometheusURL: o.PrometheusURL,
+		MaxResponseBytes: o.AnalysisMaxResponseBytes, PrometheusTimeout: o.PrometheusTimeout, WebTimeout: o.WebTimeout,
+	})
 	if err != nil {
 		return fmt.Errorf("analysis: %w", err)
 	}
@@ -142,21 +146,17 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 }
 
 func alertSinks(o Options) ([]alert.Sink, error) {
-	var specs []alert.SinkOptions
-	for _, u := range o.AlertWebhooks {
-		specs = append(specs, alert.SinkOptions{Kind: alert.KindWebhook, URL: u})
-	}
-	if o.AlertSlack != "" {
-		specs = append(specs, alert.SinkOptions{Kind: alert.KindSlack, URL: o.AlertSlack})
-	}
-	if o.AlertmanagerURL != "" {
-		specs = append(specs, alert.SinkOptions{Kind: alert.KindAlertmanager, URL: o.AlertmanagerURL})
+	specs, err := alertSinkSpecs(o)
+	if err != nil {
+		return nil, err
 	}
 	var sinks []alert.Sink
 	for _, s := range specs {
+		s.Timeout = o.AlertTimeout
 		sink, err := alert.NewSink(s)
 		if err != nil {
-			return nil, fmt.Errorf("alert sink %s: %w", s.URL, err)
+			// The error names the sink by kind and redacted URL.
+			return nil, fmt.Errorf("alert sink: %w", err)
 		}
 		sinks = append(sinks, sink)
 	}

@@ -318,6 +318,9 @@ func TestNewReportsErrors(t *testing.T) {
 		{"xds port in use", Options{XDSAddr: busy.Addr().String()}, "xds listener"},
 		{"missing webhook secret", Options{WebhookSecretFile: filepath.Join(dir, "nope")}, "webhook secret"},
 		{"tls cert without key", Options{XDSTLS: gateway.TLSOptions{CertFile: "c.pem"}}, "go together"},
+		{"prometheus token without its url", Options{PrometheusTokenFile: filepath.Join(dir, "token")}, "needs --prometheus-url"},
+		{"slack url twice", Options{AlertSlack: "https://hooks.slack.com/x", AlertSlackFile: filepath.Join(dir, "slack")}, "exclude each other"},
+		{"alertmanager url twice", Options{AlertmanagerURL: "http://am:9093", AlertmanagerURLFile: filepath.Join(dir, "am")}, "exclude each other"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -333,6 +336,7 @@ func TestNewReportsErrors(t *testing.T) {
 			}
 			// The store was closed: a second daemon can open the state dir.
 			o.XDSAddr, o.WebhookSecretFile, o.XDSTLS = "127.0.0.1:0", "", gateway.TLSOptions{}
+			o.PrometheusTokenFile, o.AlertSlackFile, o.AlertmanagerURLFile = "", "", ""
 			d, err = New(o)
 			if err != nil {
 				t.Fatalf("state dir left locked: %v", err)

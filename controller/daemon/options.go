@@ -25,12 +25,29 @@ type Options struct {
 	GitAuth           gitwatch.Auth
 	WebhookSecretFile string
 	APITokenFile      string
-	// PrometheusTokenFile is sent as a bearer token with Prometheus queries.
+	// PrometheusTokenFile is sent as a bearer token with Prometheus queries
+	// to PrometheusURL's origin (scheme, host, port) and nowhere else.
 	PrometheusTokenFile string
+	// PrometheusURL is the Prometheus the token belongs to; required with
+	// PrometheusTokenFile.
+	PrometheusURL string
+	// AnalysisMaxResponseBytes caps a Prometheus or web response body
+	// (default 4 MiB); PrometheusTimeout (default 30s) and WebTimeout
+	// (default 10s) bound queries whose metric sets no timeout.
+	AnalysisMaxResponseBytes int64
+	PrometheusTimeout        time.Duration
+	WebTimeout               time.Duration
 
 	AlertWebhooks   []string
 	AlertSlack      string
 	AlertmanagerURL string
+	// The same URLs read from files, so they are not on the command line
+	// (ps, shell history); each file holds one URL.
+	AlertWebhookFiles   []string
+	AlertSlackFile      string
+	AlertmanagerURLFile string
+	// AlertTimeout bounds one delivery attempt to a sink (default 10s).
+	AlertTimeout time.Duration
 
 	// AckTimeout bounds the wait for clients to ACK a step's routes before
 	// its timer and analysis start anyway (reported).
@@ -66,6 +83,15 @@ func (o *Options) defaults() error {
 	}
 	if (o.XDSTLS.CertFile == "") != (o.XDSTLS.KeyFile == "") {
 		return errors.New("--xds-tls-cert and --xds-tls-key go together")
+	}
+	if o.PrometheusTokenFile != "" && o.PrometheusURL == "" {
+		return errors.New("--prometheus-token-file needs --prometheus-url: the token is sent to that Prometheus only")
+	}
+	if o.AlertSlack != "" && o.AlertSlackFile != "" {
+		return errors.New("--alert-slack and --alert-slack-file exclude each other")
+	}
+	if o.AlertmanagerURL != "" && o.AlertmanagerURLFile != "" {
+		return errors.New("--alertmanager-url and --alertmanager-url-file exclude each other")
 	}
 	if o.XDSTLS.ClientCAFile != "" && o.XDSTLS.CertFile == "" {
 		return errors.New("--xds-client-ca needs --xds-tls-cert and --xds-tls-key")
