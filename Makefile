@@ -14,9 +14,12 @@ vet:
 unit:
 	go test -count=1 $$(go list ./... | grep -v -E '/(gitwatch|gateway|analysis|controller|cmd/sluice/internal)(/|$$)')
 
+# An empty package list is an error: a renamed directory must not turn the
+# race step into a silent pass.
 race:
-	@pkgs=$$(go list $(RACE_PKGS) 2>/dev/null); \
-	if [ -n "$$pkgs" ]; then go test -race -count=1 $$pkgs; fi
+	@pkgs=$$(go list $(RACE_PKGS)) || exit 1; \
+	if [ -z "$$pkgs" ]; then echo "race: go list found no packages in $(RACE_PKGS)" >&2; exit 1; fi; \
+	go test -race -count=1 $$pkgs
 
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
