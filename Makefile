@@ -25,5 +25,16 @@ lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-bench:
-	go test -run '^$$' -bench . -benchmem ./api/ ./diffengine/
+# Every benchmark the README and docs/ quote. The fast ones run for
+# BENCHTIME each; the slow ones (a real Prometheus, git pushes, a
+# 10,000-commit repository, 100,000 pods, the built binary, separate xDS
+# processes) run a fixed small number of iterations.
+BENCHTIME ?= 1s
+bench: deps
+	go test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./api/ ./diffengine/ ./gateway/ ./controller/rollout/ ./controller/runner/ ./controller/store/
+	go test -run '^$$' -bench 'BenchmarkMeasurement' -benchmem -benchtime 20x ./analysis/
+	go test -run '^$$' -bench 'BenchmarkPushToRevision' -benchtime 10x ./gitwatch/
+	go test -run '^$$' -bench 'BenchmarkLargeRepo' -benchtime 1x ./gitwatch/
+	go test -run '^$$' -bench 'BenchmarkSchedule' -benchtime 1x ./controller/scheduler/
+	go test -run '^$$' -bench 'BenchmarkCommitToTraffic' -benchtime 5x ./e2e/
+	go run ./gateway/bench -n 1000 -changes 3
