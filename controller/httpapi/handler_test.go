@@ -3,11 +3,9 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,9 +15,8 @@ import (
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/rollout"
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata/")
 
 // designStatus is the RolloutStatus example of DESIGN §5.
 func designStatus() RolloutStatus {
@@ -218,7 +215,7 @@ func TestStatusContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := json.MarshalIndent(v, "", "  ")
-	golden(t, "status.golden", append(got, '\n'))
+	testkit.Golden(t, filepath.Join("testdata", "status.golden"), append(got, '\n'))
 
 	var want map[string]any
 	_ = json.Unmarshal([]byte(designStatusJSON), &want)
@@ -253,26 +250,5 @@ func TestListIsSorted(t *testing.T) {
 	}
 	if !slices.Equal(keys, []string{"a/y", "a/z", "b/x"}) {
 		t.Errorf("order = %v", keys)
-	}
-}
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("%s differs (run with -update after checking):\ngot:\n%s\nwant:\n%s", path, got, want)
 	}
 }
