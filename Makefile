@@ -1,7 +1,7 @@
 # Packages whose code runs goroutines: their tests run with the race detector.
 RACE_PKGS := ./gitwatch/... ./gateway/... ./analysis/... ./controller/... ./cmd/sluice/internal/...
 
-.PHONY: test deps vet lint unit race bench
+.PHONY: test deps vet lint unit race bench soak
 
 test: deps vet unit race
 
@@ -38,3 +38,8 @@ bench: deps
 	go test -run '^$$' -bench 'BenchmarkSchedule' -benchtime 1x ./controller/scheduler/
 	go test -run '^$$' -bench 'BenchmarkCommitToTraffic' -benchtime 5x ./e2e/
 	go run ./gateway/bench -n 1000 -changes 3
+
+# e2e and the race packages SOAK_N times (default 5) under two busy loops,
+# then a flake table per test; see hack/soak.sh.
+soak: deps
+	SOAK_RACE_PKGS="$(RACE_PKGS)" hack/soak.sh
