@@ -1,7 +1,7 @@
 # Packages whose code runs goroutines: their tests run with the race detector.
 RACE_PKGS := ./gitwatch/... ./gateway/... ./analysis/... ./controller/... ./cmd/sluice/internal/...
 
-.PHONY: test deps vet lint unit race bench
+.PHONY: test deps vet lint unit race bench soak
 
 test: deps vet unit race
 
@@ -14,13 +14,32 @@ vet:
 unit:
 	go test -count=1 $$(go list ./... | grep -v -E '/(gitwatch|gateway|analysis|controller|cmd/sluice/internal)(/|$$)')
 
+# An empty package list is an error: a renamed directory must not turn the
+# race step into a silent pass.
 race:
-	@pkgs=$$(go list $(RACE_PKGS) 2>/dev/null); \
-	if [ -n "$$pkgs" ]; then go test -race -count=1 $$pkgs; fi
+	@pkgs=$$(go list $(RACE_PKGS)) || exit 1; \
+	if [ -z "$$pkgs" ]; then echo "race: go list found no packages in $(RACE_PKGS)" >&2; exit 1; fi; \
+	go test -race -count=1 $$pkgs
 
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-bench:
-	go test -run '^$$' -bench . -benchmem ./api/ ./diffengine/
+# Every benchmark the README and docs/ quote. The fast ones run for
+# BENCHTIME each; the slow ones (a real Prometheus, git pushes, a
+# 10,000-commit repository, 100,000 pods, the built binary, separate xDS
+# processes) run a fixed small number of iterations.
+BENCHTIME ?= 1s
+bench: deps
+	go test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./api/ ./diffengine/ ./gateway/ ./controller/rollout/ ./controller/runner/ ./controller/store/
+	go test -run '^$$' -bench 'BenchmarkMeasurement' -benchmem -benchtime 20x ./analysis/
+	go test -run '^$$' -bench 'BenchmarkPushToRevision' -benchtime 10x ./gitwatch/
+	go test -run '^$$' -bench 'BenchmarkLargeRepo' -benchtime 1x ./gitwatch/
+	go test -run '^$$' -bench 'BenchmarkSchedule' -benchtime 1x ./controller/scheduler/
+	go test -run '^$$' -bench 'BenchmarkCommitToTraffic' -benchtime 5x ./e2e/
+	go run ./gateway/bench -n 1000 -changes 3
+
+# e2e and the race packages SOAK_N times (default 5) under two busy loops,
+# then a flake table per test; see hack/soak.sh.
+soak: deps
+	SOAK_RACE_PKGS="$(RACE_PKGS)" hack/soak.sh

@@ -1,18 +1,15 @@
 package analysis
 
 import (
-	"flag"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata golden files")
 
 // TestVerdictsGolden drives metrics through Evaluate and Record with
 // scripted provider results and records each run's verdict and reason in
@@ -79,17 +76,5 @@ func TestVerdictsGolden(t *testing.T) {
 		phase, reason := RunPhase(status)
 		fmt.Fprintf(&b, "%s: %s: %s\n", sc.name, phase, reason)
 	}
-	golden := filepath.Join("testdata", "verdicts.golden")
-	if *update {
-		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if b.String() != string(want) {
-		t.Fatalf("verdicts differ from %s (rerun with -update and review the diff):\n%s", golden, b.String())
-	}
+	testkit.Golden(t, filepath.Join("testdata", "verdicts.golden"), []byte(b.String()))
 }

@@ -2,33 +2,13 @@ package api
 
 import (
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata/")
-
-// golden compares got with the golden file, or rewrites it with -update.
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden (run with -update to create): %v", err)
-	}
-	if string(want) != string(got) {
-		t.Errorf("%s differs:\n--- want\n%s\n--- got\n%s", path, want, got)
-	}
-}
 
 func diagnosticText(ds Diagnostics) []byte {
 	var b strings.Builder
@@ -60,7 +40,7 @@ func TestInvalidCorpus(t *testing.T) {
 					t.Errorf("error without file and line: %+v", d)
 				}
 			}
-			golden(t, strings.TrimSuffix(f, ".yaml")+".golden", diagnosticText(set.Diagnostics))
+			testkit.Golden(t, strings.TrimSuffix(f, ".yaml")+".golden", diagnosticText(set.Diagnostics))
 		})
 	}
 }
@@ -87,7 +67,7 @@ func TestValidCorpus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "testdata/valid/model.golden.json", append(got, '\n'))
+	testkit.Golden(t, "testdata/valid/model.golden.json", append(got, '\n'))
 
 	everything := set.Rollout(Key{"payments", "everything"})
 	if everything == nil {

@@ -3,16 +3,14 @@ package diffengine
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata/")
 
 // pairResult is what a golden file records for one pair of versions.
 type pairResult struct {
@@ -210,18 +208,5 @@ func checkGolden(t *testing.T, file string, v any) {
 	if err := enc.Encode(v); err != nil {
 		t.Fatal(err)
 	}
-	got := buf.Bytes()
-	if *update {
-		if err := os.WriteFile(file, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (go test -update rewrites it):\n--- got\n%s", file, got)
-	}
+	testkit.Golden(t, file, buf.Bytes())
 }

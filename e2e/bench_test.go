@@ -13,11 +13,12 @@ import (
 )
 
 // BenchmarkCommitToTraffic measures DESIGN §10's "commit-to-traffic under
-// 1 s with a webhook" from the user's side: one op is a git push of a new
-// version, the signed webhook, and the wait until a real gRPC xDS client
-// first gets an answer from the new version's backend. The daemon runs
-// with --interval 1h, so only the webhook can trigger the fetch. Promotion
-// between ops is not timed.
+// 1 s with a webhook" from the moment the commit is pushed: one timed op is
+// the signed webhook and the wait until a real gRPC xDS client first gets
+// an answer from the new version's backend (the fetch, diff, step and xDS
+// push happen in between). The git push itself, starting the new backend
+// and the promotion between ops are not timed. The daemon runs with
+// --interval 1h, so only the webhook can trigger the fetch.
 //
 //	go test -run '^$' -bench CommitToTraffic -benchtime 20x ./e2e
 func BenchmarkCommitToTraffic(b *testing.B) {

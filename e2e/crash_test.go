@@ -48,6 +48,16 @@ const (
 `
 )
 
+// crashPlan places the first kills: each waits until the status shows that
+// part of the rollout and kills right after that read, so every part is
+// hit at least twice whatever the seed (the story moves through them in
+// this order: a canary, its promotion, the next push). The kills after
+// these land at random moments.
+var crashPlan = []string{
+	"pause 3s", "analysis", "pause {}", "healthy",
+	"pause 3s", "analysis", "pause {}", "healthy",
+}
+
 // crashWeights is the split each step of crashSteps stands for once
 // reached: 20 % up to the analysis, 60 % after it, 0 % once promoted.
 func crashWeights(st httpapi.RolloutStatus) api.Weights {
@@ -159,7 +169,14 @@ func TestCrashSafety(t *testing.T) {
 		// the outbox through the kill.
 		sinkDown := rng.IntN(3) == 0
 		c.gate.shut.Store(sinkDown)
-		before, edge := c.moment(wait, rng.IntN(3) == 0)
+		edgeDraw := rng.IntN(3) == 0
+		var before httpapi.RolloutStatus
+		var edge bool
+		if kill <= len(crashPlan) {
+			before = c.reach(crashPlan[kill-1], seed)
+		} else {
+			before, edge = c.moment(wait, edgeDraw)
+		}
 		where := crashWhere(before)
 		if edge {
 			c.landed["just after a transition"]++
@@ -186,7 +203,10 @@ func TestCrashSafety(t *testing.T) {
 			split = c.resync(lg)
 		}
 		moment := wait.String()
-		if edge {
+		switch {
+		case kill <= len(crashPlan):
+			moment = "planned"
+		case edge:
 			moment = "transition"
 		}
 		t.Logf("kill %2d after %-10s at %-12s (sink down %-5v) commit %.7s step %d %d/%d -> restarted at step %d %d/%d, phase %s; down: %d answered; after reconnect: %s",
@@ -205,8 +225,16 @@ func TestCrashSafety(t *testing.T) {
 	c.checkPauses()
 	t.Logf("seed %d: %d kills landed %v over %d canaries (%d promoted) in %v",
 		seed, crashKills, c.landed, len(c.commits), len(c.promoted), time.Since(began).Round(time.Second))
-	if c.landed["analysis"] == 0 || c.landed["pause 3s"]+c.landed["pause {}"] == 0 {
-		t.Logf("note: this seed put no kill in an analysis step or in a pause")
+	for _, where := range slices.Compact(slices.Sorted(slices.Values(crashPlan))) {
+		planned := 0
+		for _, w := range crashPlan {
+			if w == where {
+				planned++
+			}
+		}
+		if c.landed[where] < planned {
+			t.Errorf("seed %d: %d kills landed at %s, want at least %d (all: %v)", seed, c.landed[where], where, planned, c.landed)
+		}
 	}
 }
 
@@ -321,6 +349,23 @@ func (c *crashRig) moment(wait time.Duration, edge bool) (httpapi.RolloutStatus,
 		time.Sleep(5 * time.Millisecond)
 	}
 	return c.status(), false
+}
+
+// reach polls the status until it shows the rollout at where and returns
+// that read: the kill that follows at once is counted there.
+func (c *crashRig) reach(where string, seed uint64) httpapi.RolloutStatus {
+	c.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st := c.status()
+		if crashWhere(st) == where {
+			return st
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("seed %d: the rollout did not reach %s within 60s for a planned kill; last at %s (commit %.7s step %d)", seed, where, crashWhere(st), st.Commit, st.StepIndex)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // see checks one status on its own and records what it shows.

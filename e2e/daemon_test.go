@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/httpapi/client"
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
 
 // daemon is a `sluice run` process.
@@ -31,26 +30,8 @@ type daemon struct {
 	httpAddr string
 	url      string // http://<httpAddr>
 	api      *client.Client
-	log      *lockedBuffer
+	log      *testkit.SyncBuffer // the daemon's stderr
 	exited   chan struct{}
-}
-
-// lockedBuffer collects the daemon's stderr while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startDaemon runs `sluice run` on loopback ports picked by the kernel,
@@ -64,7 +45,7 @@ func startDaemon(t testing.TB, repo *gitRepo, flags ...string) *daemon {
 		"--log-format", "json", "--log-level", "info",
 	}, flags...)
 	cmd := exec.Command(sluiceBin, args...)
-	d := &daemon{t: t, cmd: cmd, log: &lockedBuffer{}, exited: make(chan struct{})}
+	d := &daemon{t: t, cmd: cmd, log: &testkit.SyncBuffer{}, exited: make(chan struct{})}
 	pr, pw := io.Pipe()
 	cmd.Stdout = d.log
 	cmd.Stderr = io.MultiWriter(d.log, pw)

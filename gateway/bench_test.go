@@ -11,8 +11,10 @@ import (
 )
 
 // BenchmarkSetTraffic publishes one weight change while the server holds
-// 1,000 rollouts: translation, validation, the new generation (including
-// the shared sluice-http route configuration) and waking the streams.
+// 1,000 rollouts: translation, validation, and the new generation
+// (including the shared sluice-http route configuration). No client is
+// connected, so no response is built or sent; fan-out to streams is what
+// gateway/bench measures.
 func BenchmarkSetTraffic(b *testing.B) {
 	s, err := New(Options{})
 	if err != nil {

@@ -3,37 +3,19 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-)
 
-var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+	"github.com/sluice-dev/sluice/internal/testkit"
+)
 
 // goldenJSON compares got with testdata/name, rewriting it with -update.
 func goldenJSON(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden (run with -update to create): %v", err)
-	}
-	if !bytes.Equal(want, got) {
-		t.Errorf("%s differs from the golden file (run with -update and review the diff):\n%s", path, got)
-	}
+	testkit.Golden(t, filepath.Join("testdata", name), got)
 }
 
 // stableJSON renders messages as indented JSON with a stable layout

@@ -1,7 +1,6 @@
 package gitwatch
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
 
 // upstream is a bare repository and a work tree that pushes to it, both
@@ -124,30 +125,12 @@ spec:
 `, name, image)
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // harness runs a Watcher in the background and collects its Revisions.
 type harness struct {
 	t    testing.TB
 	w    *Watcher
 	revs chan Revision
-	logs *syncBuffer
+	logs *testkit.SyncBuffer
 	reg  *prometheus.Registry
 	stop func()
 }
@@ -163,7 +146,7 @@ func testOptions(t testing.TB, repo string) Options {
 
 func startWatcher(t testing.TB, opts Options) *harness {
 	t.Helper()
-	h := &harness{t: t, revs: make(chan Revision), logs: &syncBuffer{}, reg: prometheus.NewRegistry()}
+	h := &harness{t: t, revs: make(chan Revision), logs: &testkit.SyncBuffer{}, reg: prometheus.NewRegistry()}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(h.logs), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

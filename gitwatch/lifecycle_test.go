@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
 
 // TestRestart checks restart safety: given the last processed commit, a new
@@ -261,7 +263,7 @@ func TestCompact(t *testing.T) {
 	u := newUpstream(t)
 	u.commit("c0", map[string]string{"a.yaml": rolloutYAML("a", "shop/a:v0")})
 	u.push()
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	opts := testOptions(t, u.bare)
 	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	w, err := New(opts)

@@ -15,13 +15,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
 
 // EnvBinary overrides where the prometheus binary is looked up.
@@ -40,8 +40,7 @@ type Prometheus struct {
 	// URL is the base URL, e.g. http://127.0.0.1:40123.
 	URL string
 
-	stopOnce sync.Once
-	stopFn   func()
+	proc *testkit.Process
 }
 
 // Binary finds the prometheus executable: $SLUICE_PROMETHEUS, then PATH.
@@ -66,23 +65,25 @@ func Start(t testing.TB, opts Options) *Prometheus {
 	if opts.ScrapeInterval <= 0 {
 		opts.ScrapeInterval = time.Second
 	}
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "prometheus.yml")
+	cfg := filepath.Join(t.TempDir(), "prometheus.yml")
 	if err := os.WriteFile(cfg, config(opts), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// The port is picked, released and handed over, so another process can
-	// take it in between: try a few times.
-	var lastErr error
-	for range 3 {
-		p, err := start(t, bin, cfg, dir)
-		if err == nil {
-			return p
-		}
-		lastErr = err
-	}
-	t.Fatalf("start prometheus: %v", lastErr)
-	return nil
+	proc := testkit.StartProcess(t, testkit.ProcessOptions{
+		Name:   "prometheus",
+		Binary: bin,
+		Args: func(addr string) []string {
+			return []string{
+				"--config.file=" + cfg,
+				"--storage.tsdb.path=" + t.TempDir(), // fresh for every attempt
+				"--web.listen-address=" + addr,
+				"--log.level=warn",
+			}
+		},
+		ReadyPath:    "/-/ready",
+		ReadyTimeout: 60 * time.Second,
+	})
+	return &Prometheus{URL: proc.URL, proc: proc}
 }
 
 func config(opts Options) []byte {
@@ -98,69 +99,8 @@ func config(opts Options) []byte {
 	return b.Bytes()
 }
 
-func start(t testing.TB, bin, cfg, dir string) (*Prometheus, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	data, err := os.MkdirTemp(dir, "data")
-	if err != nil {
-		return nil, err
-	}
-	var out syncBuffer
-	cmd := exec.Command(bin,
-		"--config.file="+cfg,
-		"--storage.tsdb.path="+data,
-		"--web.listen-address="+addr,
-		"--log.level=warn",
-	)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("run %s: %w", bin, err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	kill := func() {
-		_ = cmd.Process.Kill()
-		err := <-exited
-		exited <- err
-	}
-	p := &Prometheus{URL: "http://" + addr, stopFn: kill}
-	deadline := time.Now().Add(60 * time.Second)
-	for !p.ready() {
-		select {
-		case err := <-exited:
-			exited <- err
-			return nil, fmt.Errorf("prometheus exited: %v: %s", err, out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			kill()
-			return nil, fmt.Errorf("prometheus not ready on %s after 60s: %s", addr, out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Cleanup(func() {
-		p.Stop()
-		if t.Failed() {
-			t.Logf("prometheus output:\n%s", out.String())
-		}
-	})
-	return p, nil
-}
-
 // Stop kills Prometheus now; later queries fail with connection refused.
-func (p *Prometheus) Stop() { p.stopOnce.Do(p.stopFn) }
-
-func (p *Prometheus) ready() bool {
-	resp, err := http.Get(p.URL + "/-/ready")
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
-}
+func (p *Prometheus) Stop() { p.proc.Stop() }
 
 // Query runs an instant query and returns the number of series (or 1 for
 // a scalar) in the result.
@@ -230,31 +170,4 @@ func NewExporter(t testing.TB) *Exporter {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return &Exporter{Registry: reg, Addr: ln.Addr().String()}
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// syncBuffer collects process output written from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,20 +15,8 @@ import (
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/httpapi/apitest"
 	"github.com/sluice-dev/sluice/controller/rollout"
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
-
-// The -update flag may be registered by another test file of this package
-// too; registering it once avoids a duplicate-flag panic.
-func init() {
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite golden files in testdata/")
-	}
-}
-
-func updateGolden() bool {
-	f := flag.Lookup("update")
-	return f != nil && f.Value.String() == "true"
-}
 
 func statusCheckout() httpapi.RolloutStatus {
 	return httpapi.RolloutStatus{
@@ -74,25 +59,8 @@ func startAPI(t *testing.T, token string) (*apitest.Backend, string) {
 	return be, srv.URL
 }
 
-type outBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *outBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *outBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func runClientCmd(ctx context.Context, args ...string) (stdout, stderr *outBuffer, err error) {
-	stdout, stderr = &outBuffer{}, &outBuffer{}
+func runClientCmd(ctx context.Context, args ...string) (stdout, stderr *testkit.SyncBuffer, err error) {
+	stdout, stderr = &testkit.SyncBuffer{}, &testkit.SyncBuffer{}
 	root := newRootCmd()
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -241,8 +209,8 @@ func TestWatchAppendsLinesWithoutTerminal(t *testing.T) {
 	be, url := startAPI(t, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out *outBuffer
-	outc := make(chan *outBuffer, 1)
+	var out *testkit.SyncBuffer
+	outc := make(chan *testkit.SyncBuffer, 1)
 	done := make(chan error, 1)
 	go func() {
 		o, _, err := runClientCmdWith(ctx, outc, "get", "rollout", "checkout", "--watch", "--server", url)
@@ -281,8 +249,8 @@ func TestWatchAppendsLinesWithoutTerminal(t *testing.T) {
 }
 
 // sluiceWith is sluice, handing over the stdout buffer before running.
-func runClientCmdWith(ctx context.Context, outc chan<- *outBuffer, args ...string) (*outBuffer, *outBuffer, error) {
-	stdout, stderr := &outBuffer{}, &outBuffer{}
+func runClientCmdWith(ctx context.Context, outc chan<- *testkit.SyncBuffer, args ...string) (*testkit.SyncBuffer, *testkit.SyncBuffer, error) {
+	stdout, stderr := &testkit.SyncBuffer{}, &testkit.SyncBuffer{}
 	outc <- stdout
 	root := newRootCmd()
 	root.SetArgs(args)
@@ -291,7 +259,7 @@ func runClientCmdWith(ctx context.Context, outc chan<- *outBuffer, args ...strin
 	return stdout, stderr, root.ExecuteContext(ctx)
 }
 
-func waitForOutput(t *testing.T, out *outBuffer, want string) {
+func waitForOutput(t *testing.T, out *testkit.SyncBuffer, want string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(out.String(), want) {
@@ -304,23 +272,7 @@ func waitForOutput(t *testing.T, out *outBuffer, want string) {
 
 func apiGolden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if updateGolden() {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs (run with -update after checking):\ngot:\n%s\nwant:\n%s", path, got, want)
-	}
+	testkit.Golden(t, filepath.Join("testdata", name), []byte(got))
 }
 
 func TestWatchRedrawsOnTerminal(t *testing.T) {
@@ -331,7 +283,7 @@ func TestWatchRedrawsOnTerminal(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &outBuffer{}
+	out := &testkit.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- watchRollout(ctx, c, api.ParseKey("checkout"), out, "table", true) }()
 	waitForOutput(t, out, "rollout-paused")

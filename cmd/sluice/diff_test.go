@@ -5,19 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-func init() {
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite golden files in testdata/")
-	}
-}
+	"github.com/sluice-dev/sluice/internal/testkit"
+)
 
 // runSluice runs the sluice command line in process and returns its output
 // and exit status as main would set it.
@@ -43,20 +38,7 @@ func runSluice(t *testing.T, args ...string) (stdout, stderr string, code int) {
 
 func diffGolden(t *testing.T, name, got string) {
 	t.Helper()
-	file := filepath.Join("testdata", "diff", name)
-	if f := flag.Lookup("update"); f != nil && f.Value.String() == "true" {
-		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (go test -update creates it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s (go test -update rewrites it):\n%s", file, got)
-	}
+	testkit.Golden(t, filepath.Join("testdata", "diff", name), []byte(got))
 }
 
 func TestDiffPaths(t *testing.T) {

@@ -4,18 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-func init() {
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite golden files in testdata/")
-	}
-}
+	"github.com/sluice-dev/sluice/internal/testkit"
+)
 
 // runScheduleCmd runs `sluice schedule args...` in process.
 func runScheduleCmd(t *testing.T, args ...string) (stdout, stderr string, code int) {
@@ -62,19 +56,7 @@ func TestScheduleGolden(t *testing.T) {
 			if code != tc.code {
 				t.Fatalf("exit %d, want %d; stderr: %s", code, tc.code, stderr)
 			}
-			path := filepath.Join(dir, tc.golden)
-			if f := flag.Lookup("update"); f != nil && f.Value.String() == "true" {
-				if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update)", err)
-			}
-			if out != string(want) {
-				t.Fatalf("output differs from %s (run with -update and review the diff):\n%s", path, out)
-			}
+			testkit.Golden(t, filepath.Join(dir, tc.golden), []byte(out))
 			// A fixed seed gives the same plan every time.
 			if again, _, _ := runScheduleCmd(t, tc.args...); again != out {
 				t.Fatal("second run differs")

@@ -3,11 +3,9 @@ package alert_test
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,9 +13,8 @@ import (
 
 	"github.com/sluice-dev/sluice/controller/alert"
 	"github.com/sluice-dev/sluice/controller/alert/amtest"
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata/")
 
 // TestSinkBodies posts one alert through each kind of sink to a real HTTP
 // server and compares the request with testdata/<kind>.golden.
@@ -71,25 +68,8 @@ func TestSinkBodies(t *testing.T) {
 				t.Fatalf("body is not JSON: %v: %s", err, body)
 			}
 			pretty, _ := json.MarshalIndent(v, "", "  ")
-			golden(t, filepath.Join("testdata", tt.name+".golden"), append(pretty, '\n'))
+			testkit.Golden(t, filepath.Join("testdata", tt.name+".golden"), append(pretty, '\n'))
 		})
-	}
-}
-
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("%s differs (run with -update after checking):\ngot:\n%s\nwant:\n%s", path, got, want)
 	}
 }
 

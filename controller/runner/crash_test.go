@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,7 +39,48 @@ const (
 	crashHookEnv = "SLUICE_RUNNER_CRASH_HOOK"
 	crashRateEnv = "SLUICE_RUNNER_CRASH_RATE"
 	childReady   = "CRASH-CHILD-READY"
+	childAt      = "CRASH-CHILD-AT " // + a killClass, once the stored state is there
 )
+
+// Where a kill can land, judged from the state stored when it died.
+const (
+	killBeforeCanary = "before the canary"
+	killInFirstPause = "in the first pause"
+	killInAnalysis   = "in an analysis"
+	killInFinalPause = "in the final pause"
+	killBetween      = "between steps"
+)
+
+// minKills is how many kills must land in each part of the canary. Until
+// every part has them, the parent kills a child only when it reports being
+// in a part that still lacks kills, and at once, so the kill lands there:
+// every child waits nextCommitAfter in v1 before its next commit, the
+// parent holds every analysis measurement until the analysis has its
+// kills, and a pause lasts 3s from its start (one kill when it is
+// entered). Between steps (waiting for an ACK) is too short to aim at;
+// the random kills that follow land there too.
+var minKills = map[string]int{killBeforeCanary: 2, killInFirstPause: 1, killInAnalysis: 3, killInFinalPause: 1}
+
+// nextCommitAfter is how long a child with v1 stable waits before v2
+// arrives, as the next commit would some time after the first.
+const nextCommitAfter = time.Second
+
+// killClass names the part of the canary a stored state is in.
+func killClass(s rollout.State) string {
+	st, _ := stepAt(s)
+	switch {
+	case s.CanaryVersion == "":
+		return killBeforeCanary
+	case s.Cursor == rollout.CursorRunning && st.Kind == api.StepPause && int(s.StepIndex) == len(s.Steps())-1:
+		return killInFinalPause
+	case s.Cursor == rollout.CursorRunning && st.Kind == api.StepPause:
+		return killInFirstPause
+	case s.Cursor == rollout.CursorRunning && st.Kind == api.StepAnalysis:
+		return killInAnalysis
+	default:
+		return killBetween
+	}
+}
 
 // crashSteps: a pause and an analysis step long enough for kills to land
 // in both.
@@ -129,13 +171,27 @@ func TestCrashChild(t *testing.T) {
 	fmt.Println(childReady) // the parent's kill timer starts now
 	// What gitwatch and the daemon would do: v1 is the first commit, v2 the
 	// next; a commit is not applied again once the state has moved past it.
+	// Each change of where the state stands is reported to the parent.
+	reported := ""
+	var v1Since time.Time
 	for {
 		s, ok := r.State(checkout)
+		if ok && !(s.StableVersion == "v2" && s.CanaryVersion == "") {
+			if where := killClass(s); where != reported {
+				fmt.Println(childAt + where)
+				reported = where
+			}
+		}
 		switch {
 		case !ok:
 			r.Submit(checkout, rollout.Change{Commit: "1111111", Rollout: spec(checkout, "v1", crashSteps()...)})
 		case s.StableVersion == "v1" && s.CanaryVersion == "":
-			r.Submit(checkout, rollout.Change{Commit: "2222222", Rollout: spec(checkout, "v2", crashSteps()...)})
+			if v1Since.IsZero() {
+				v1Since = time.Now()
+			}
+			if time.Since(v1Since) >= nextCommitAfter {
+				r.Submit(checkout, rollout.Change{Commit: "2222222", Rollout: spec(checkout, "v2", crashSteps()...)})
+			}
 		case s.StableVersion == "v2" && s.CanaryVersion == "":
 			// The state is published before its actions run: wait for the
 			// worker to enqueue the last alerts, then for their delivery.
@@ -156,8 +212,8 @@ func TestCrashChild(t *testing.T) {
 	}
 }
 
-// TestCrashRestart kills the child at random moments of a canary and
-// checks after every kill that the restarted child continues at the step
+// TestCrashRestart kills the child in every part of a canary (at least
+// minKills in each, then at random moments) and checks after every kill that the restarted child continues at the step
 // and weights that were stored, that weights never move backwards or jump
 // past a step, and at the end that every alert arrived under exactly the
 // ids a crash-free run sends.
@@ -167,7 +223,16 @@ func TestCrashRestart(t *testing.T) {
 	}
 	dir := t.TempDir()
 	hook := newWebhook(t)
-	rate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, `{"rate": 0.99}`) }))
+	// While hold is set, a measurement is not answered until the child
+	// dies: the analysis lasts until the parent kills it.
+	var hold atomic.Bool
+	rate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hold.Load() {
+			<-r.Context().Done()
+			return
+		}
+		fmt.Fprint(w, `{"rate": 0.99}`)
+	}))
 	t.Cleanup(rate.Close)
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("SLUICE_CRASH_SEED"); s != "" {
@@ -176,32 +241,46 @@ func TestCrashRestart(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	t.Logf("seed %d", seed)
 
-	// child starts a child; ready is closed once its runner has started.
-	child := func() (cmd *exec.Cmd, ready chan struct{}) {
+	// child starts a child; ready is closed once its runner has started,
+	// and at receives where its stored state stands, on every change.
+	child := func() (cmd *exec.Cmd, ready chan struct{}, at chan string) {
 		cmd = exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashHookEnv+"="+hook.srv.URL, crashRateEnv+"="+rate.URL)
-		ready = make(chan struct{})
+		ready, at = make(chan struct{}), make(chan string, 64)
 		cmd.Stderr = os.Stderr
-		cmd.Stdout = &markerWriter{marker: []byte(childReady), seen: ready}
+		cmd.Stdout = &childOutput{ready: ready, at: at}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		return cmd, ready
+		return cmd, ready, at
 	}
+	// where counts the kills by the part of the canary they landed in;
+	// lacking says whether a part still needs kills.
+	where := map[string]int{}
+	lacking := func(w string) bool { return where[w] < minKills[w] }
 	type kill struct {
 		pid   int
 		state rollout.State // stored when the child died
 	}
-	var kills []kill
-	where := map[string]int{}
+	var killed []kill
+	aimedKills := 0
+	allPlaced := func() bool {
+		for w := range minKills {
+			if lacking(w) {
+				return false
+			}
+		}
+		return true
+	}
 	// pidAfterLast is the child started after the last kill: the final one,
 	// or one that finished the canary before it could be killed.
 	pidAfterLast := 0
-	for attempt := 0; len(kills) < 20; attempt++ {
+	for attempt := 0; len(killed) < 20; attempt++ {
 		if attempt == 100 {
-			t.Fatalf("only %d of 100 children were killed with a stored state", len(kills))
+			t.Fatalf("seed %d: only %d of 100 children were killed with a stored state", seed, len(killed))
 		}
-		cmd, ready := child()
+		hold.Store(lacking(killInAnalysis))
+		cmd, ready, at := child()
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
 		select {
@@ -212,14 +291,31 @@ func TestCrashRestart(t *testing.T) {
 			_ = cmd.Process.Kill()
 			t.Fatal("child did not start its runner within 60s")
 		}
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Fatalf("child failed: %v", err)
+		// Until every part has its kills, a child dies as soon as it
+		// reports a part that lacks them; then at a random moment.
+		var random <-chan time.Time
+		if allPlaced() {
+			random = time.After(time.Duration(rng.IntN(500)) * time.Millisecond)
+		}
+		aimed := false
+	wait:
+		for {
+			select {
+			case err := <-exited:
+				if err != nil {
+					t.Fatalf("child failed: %v", err)
+				}
+				break wait
+			case w := <-at:
+				if !lacking(w) {
+					continue
+				}
+				aimed = true
+			case <-random:
 			}
-		case <-time.After(time.Duration(rng.IntN(500)) * time.Millisecond):
 			_ = cmd.Process.Kill() // SIGKILL: no cleanup of any kind
 			<-exited
+			break wait
 		}
 		s, ok := storedState(t, dir)
 		if !ok {
@@ -229,22 +325,22 @@ func TestCrashRestart(t *testing.T) {
 			pidAfterLast = cmd.Process.Pid
 			break // finished before it could be killed
 		}
-		kills = append(kills, kill{pid: cmd.Process.Pid, state: s})
-		switch st, _ := stepAt(s); {
-		case s.CanaryVersion == "":
-			where["before the canary"]++
-		case s.Cursor == rollout.CursorRunning && st.Kind == api.StepPause:
-			where["in a pause"]++
-		case s.Cursor == rollout.CursorRunning && st.Kind == api.StepAnalysis:
-			where["in an analysis"]++
-		default:
-			where["between steps"]++
+		killed = append(killed, kill{pid: cmd.Process.Pid, state: s})
+		where[killClass(s)]++
+		if aimed {
+			aimedKills++
 		}
 	}
-	t.Logf("%d kills: %v", len(kills), where)
+	t.Logf("seed %d: %d kills (%d aimed): %v", seed, len(killed), aimedKills, where)
+	for w, n := range minKills {
+		if where[w] < n {
+			t.Errorf("seed %d: %d kills landed %s, want at least %d (all: %v)", seed, where[w], w, n, where)
+		}
+	}
+	hold.Store(false)
 
 	// The last child finishes the canary.
-	final, _ := child()
+	final, _, _ := child()
 	done := make(chan error, 1)
 	go func() { done <- final.Wait() }()
 	if pidAfterLast == 0 {
@@ -263,10 +359,10 @@ func TestCrashRestart(t *testing.T) {
 	lines := readTrafficLog(t, filepath.Join(dir, "traffic.log"))
 	// After every kill the restarted child first pushes exactly the stored
 	// traffic: same step, same weights.
-	for i, k := range kills {
+	for i, k := range killed {
 		next := pidAfterLast
-		if i+1 < len(kills) {
-			next = kills[i+1].pid
+		if i+1 < len(killed) {
+			next = killed[i+1].pid
 		}
 		first, ok := firstOf(lines, next)
 		if !ok {
@@ -325,24 +421,34 @@ func TestCrashRestart(t *testing.T) {
 	}
 }
 
-// markerWriter closes seen once the marker has been written to it.
-type markerWriter struct {
-	marker []byte
-	seen   chan struct{}
-	buf    []byte
-	done   bool
+// childOutput reads a child's stdout line by line: it closes ready at
+// the ready marker and sends where the child reports its state.
+type childOutput struct {
+	ready   chan struct{}
+	at      chan string
+	partial []byte
+	isReady bool
 }
 
-func (w *markerWriter) Write(p []byte) (int, error) {
-	if !w.done {
-		w.buf = append(w.buf, p...)
-		if bytes.Contains(w.buf, w.marker) {
-			w.done = true
-			w.buf = nil
-			close(w.seen)
+func (w *childOutput) Write(p []byte) (int, error) {
+	w.partial = append(w.partial, p...)
+	for {
+		line, rest, ok := bytes.Cut(w.partial, []byte("\n"))
+		if !ok {
+			return len(p), nil
+		}
+		w.partial = rest
+		switch {
+		case !w.isReady && bytes.Contains(line, []byte(childReady)):
+			w.isReady = true
+			close(w.ready)
+		case bytes.HasPrefix(line, []byte(childAt)):
+			select {
+			case w.at <- string(line[len(childAt):]):
+			default: // the parent stopped listening: the child is dead
+			}
 		}
 	}
-	return len(p), nil
 }
 
 func storedState(t *testing.T, dir string) (rollout.State, bool) {

@@ -1,19 +1,15 @@
 package istio
 
 import (
-	"bytes"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/internal/testkit"
 	netv1 "istio.io/client-go/pkg/apis/networking/v1"
 	"sigs.k8s.io/yaml"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata/")
 
 func traffic(mod func(*api.Traffic)) api.Traffic {
 	t := api.Traffic{
@@ -73,20 +69,7 @@ func TestRenderGolden(t *testing.T) {
 			if err := yaml.Unmarshal([]byte(docs[1]), &dr); err != nil || len(dr.Spec.Subsets) != 2 {
 				t.Fatalf("DestinationRule does not read back: %v", err)
 			}
-			path := filepath.Join("testdata", tc.name+".yaml")
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("read golden (run with -update): %v", err)
-			}
-			if !bytes.Equal(want, got) {
-				t.Errorf("%s differs (run with -update and review):\n%s", path, got)
-			}
+			testkit.Golden(t, filepath.Join("testdata", tc.name+".yaml"), got)
 		})
 	}
 }

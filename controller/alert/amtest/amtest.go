@@ -5,19 +5,17 @@
 package amtest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
 
 // EnvBinary overrides where the alertmanager binary is looked up.
@@ -66,87 +64,25 @@ func Start(t testing.TB) *Alertmanager {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "alertmanager.yml")
+	cfg := filepath.Join(t.TempDir(), "alertmanager.yml")
 	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// The port is picked, released and handed over, so another process can
-	// take it in between: try a few times.
-	var lastErr error
-	for range 3 {
-		am, err := start(t, bin, cfg, dir)
-		if err == nil {
-			return am
-		}
-		lastErr = err
-	}
-	t.Fatalf("start alertmanager: %v", lastErr)
-	return nil
-}
-
-func start(t testing.TB, bin, cfg, dir string) (*Alertmanager, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	storage, err := os.MkdirTemp(dir, "data")
-	if err != nil {
-		return nil, err
-	}
-	var out syncBuffer
-	cmd := exec.Command(bin,
-		"--config.file="+cfg,
-		"--storage.path="+storage,
-		"--web.listen-address="+addr,
-		"--cluster.listen-address=",
-		"--log.level=warn",
-	)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("run %s: %w", bin, err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stop := func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-	am := &Alertmanager{URL: "http://" + addr}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		select {
-		case err := <-exited:
-			exited <- err
-			return nil, fmt.Errorf("alertmanager exited: %v: %s", err, out.String())
-		default:
-		}
-		if am.ready() {
-			break
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return nil, fmt.Errorf("alertmanager not ready on %s after 30s: %s", addr, out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Cleanup(func() {
-		stop()
-		if t.Failed() {
-			t.Logf("alertmanager output:\n%s", out.String())
-		}
+	proc := testkit.StartProcess(t, testkit.ProcessOptions{
+		Name:   "alertmanager",
+		Binary: bin,
+		Args: func(addr string) []string {
+			return []string{
+				"--config.file=" + cfg,
+				"--storage.path=" + t.TempDir(), // fresh for every attempt
+				"--web.listen-address=" + addr,
+				"--cluster.listen-address=",
+				"--log.level=warn",
+			}
+		},
+		ReadyPath: "/-/ready",
 	})
-	return am, nil
-}
-
-func (am *Alertmanager) ready() bool {
-	resp, err := http.Get(am.URL + "/-/ready")
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	return &Alertmanager{URL: proc.URL}
 }
 
 // Alert is the part of Alertmanager's GettableAlert the tests look at.
@@ -212,32 +148,4 @@ func hasLabels(have, want map[string]string) bool {
 		}
 	}
 	return true
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pick a port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// syncBuffer collects the process output; it is written by exec's copier
-// goroutine and read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.TrimSpace(s.b.String())
 }

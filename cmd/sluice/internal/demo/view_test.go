@@ -2,8 +2,6 @@ package demo
 
 import (
 	"bytes"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,30 +12,8 @@ import (
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/rollout"
 	"github.com/sluice-dev/sluice/gateway/probe"
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata/")
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (run with -update and review the diff)\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
 
 var t0 = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 
@@ -127,7 +103,7 @@ func TestRender(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var b bytes.Buffer
 			Render(&b, tt.frame)
-			golden(t, tt.name+".golden", b.Bytes())
+			testkit.Golden(t, filepath.Join("testdata", tt.name+".golden"), b.Bytes())
 		})
 	}
 }
@@ -159,7 +135,7 @@ func TestLive(t *testing.T) {
 			} else if bytes.Contains(out, []byte("\x1b")) {
 				t.Fatal("plain output contains terminal escapes")
 			}
-			golden(t, tt.name+".golden", out)
+			testkit.Golden(t, filepath.Join("testdata", tt.name+".golden"), out)
 		})
 	}
 }
@@ -182,5 +158,5 @@ func TestSummary(t *testing.T) {
 	}
 	var b bytes.Buffer
 	WriteSummary(&b, s)
-	golden(t, "summary-aborted.golden", b.Bytes())
+	testkit.Golden(t, filepath.Join("testdata", "summary-aborted.golden"), b.Bytes())
 }
