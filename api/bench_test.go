@@ -19,7 +19,7 @@ func repo1000(n int) fstest.MapFS {
 
 func BenchmarkLoad1000(b *testing.B) {
 	fsys := repo1000(1000)
-	srcs, err := ReadSources(fsys, ".")
+	srcs, err := ReadSources(fsys, ".", Limits{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -104,11 +104,11 @@ spec:
 // BenchmarkLoaderOneFileChanged is the cost of loading the next commit of a
 // 1,000-rollout repository in which one file changed.
 func BenchmarkLoaderOneFileChanged(b *testing.B) {
-	srcs, err := ReadSources(repo1000(1000), ".")
+	srcs, err := ReadSources(repo1000(1000), ".", Limits{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	l := NewLoader()
+	l := NewLoader(Limits{})
 	l.Load(srcs)
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -23,6 +23,11 @@ type Set struct {
 	Unreadable []string
 	// Skipped lists documents of kinds sluice does not read.
 	Skipped []SkippedDoc
+	// Refused says the tree as a whole was not loaded (over a Limits file
+	// count or byte total, or loading it failed): the Set holds no objects
+	// and Diagnostics say why. Nothing may be read as deleted; the strategy
+	// in force stays.
+	Refused bool
 }
 
 // Rejected is a rollout that could be identified but not accepted.

@@ -75,6 +75,7 @@ keys (lists for repeatable flags); flags on the command line win.`,
 	f.BoolVar(&o.GitAuth.InsecureIgnoreHostKey, "git-insecure-ignore-host-key", false, "do not check the SSH host key (insecure)")
 	f.StringVar(&o.PrometheusTokenFile, "prometheus-token-file", "", "file holding a bearer token for Prometheus queries")
 	f.DurationVar(&o.AckTimeout, "ack-timeout", 0, "how long a step waits for clients to ACK its routes (default 10s)")
+	addStrategyLimitFlags(f, &o.StrategyLimits)
 	f.StringVar(&o.configFile, "config", "", "YAML file with the same settings")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")

@@ -11,6 +11,7 @@ import (
 
 type validateOptions struct {
 	output string
+	limits api.Limits
 }
 
 func newValidateCmd() *cobra.Command {
@@ -28,11 +29,12 @@ file:line: field.path: reason and make the command exit 1; warnings alone exit 0
 		},
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	addStrategyLimitFlags(cmd.Flags(), &o.limits)
 	return cmd
 }
 
 func runValidate(w io.Writer, o validateOptions, paths []string) error {
-	set, err := api.LoadPaths(paths...)
+	set, err := api.NewLoader(o.limits).LoadPaths(paths...)
 	if err != nil {
 		return err
 	}
