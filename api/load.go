@@ -85,6 +85,13 @@ func parseFile(src Source, limits Limits) (p *parsed) {
 	docs, diags, ok := splitDocuments(src)
 	p.diags, p.unreadable = diags, !ok
 	for _, d := range docs {
+		if err := checkAliases(d.node); err != nil {
+			// Which objects the document holds is unknown: the file is
+			// unreadable, so none of them is taken for deleted.
+			p.diags = append(p.diags, Diagnostic{File: d.file, Line: err.line, Field: err.field, Message: err.msg, Severity: SeverityError})
+			p.unreadable = true
+			continue
+		}
 		r, t, skipped, diags := decodeDocument(d)
 		p.diags = append(p.diags, diags...)
 		switch {
@@ -196,9 +203,6 @@ func decodeDocument(d *document) (*rolloutDoc, *templateDoc, *SkippedDoc, Diagno
 		return nil, nil, &SkippedDoc{File: d.file, Line: d.line, APIVersion: apiVersion, Kind: kind}, nil
 	}
 	d.kind = kind
-	if err := checkAliases(d.node); err != nil {
-		return nil, nil, nil, Diagnostics{{File: d.file, Line: err.line, Field: err.field, Message: err.msg, Severity: SeverityError}}
-	}
 	d.walk = newSchemaWalk()
 	d.walk.lines["apiVersion"] = keyLine(d.node, "apiVersion")
 	if apiVersion != argoAPIVersion {
