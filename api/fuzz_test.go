@@ -74,4 +74,3 @@ func laughs(levels, width int, tail string) string {
 	b.WriteString(tail)
 	return b.String()
 }
-
