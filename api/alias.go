@@ -42,11 +42,20 @@ func allowedAliasRatio(visited int) float64 {
 type aliasCheck struct {
 	visited  int
 	expanded int                 // visited nodes reached through an alias
-	active   map[*yaml.Node]bool // aliases being expanded now
+	active   map[*yaml.Node]bool // aliases being expanded now; made on the first alias
+	// path is the field path of the node being visited, as segments, so
+	// that no string is built unless an alias is met.
+	path []pathSegment
 	// outer is the alias, written in the document itself, whose expansion
 	// is under way, and outerPath its field path: what a diagnostic names.
 	outer     *yaml.Node
 	outerPath string
+}
+
+// pathSegment is a map key, or a list index when key is "" and index >= 0.
+type pathSegment struct {
+	key   string
+	index int
 }
 
 // aliasError is a refused alias, with the line and field path to report.
@@ -59,13 +68,12 @@ type aliasError struct {
 // checkAliases reports the first alias cycle or excessive expansion in
 // the document rooted at n, or nil.
 func checkAliases(n *yaml.Node) *aliasError {
-	c := &aliasCheck{active: map[*yaml.Node]bool{}}
-	return c.visit(n, "")
+	c := &aliasCheck{}
+	return c.visit(n)
 }
 
-// visit counts n and its subtree, expanding aliases. path is n's field
-// path, as the schema walk writes it.
-func (c *aliasCheck) visit(n *yaml.Node, path string) *aliasError {
+// visit counts n and its subtree, expanding aliases.
+func (c *aliasCheck) visit(n *yaml.Node) *aliasError {
 	c.visited++
 	if c.outer != nil {
 		c.expanded++
@@ -76,24 +84,32 @@ func (c *aliasCheck) visit(n *yaml.Node, path string) *aliasError {
 	}
 	switch n.Kind {
 	case yaml.AliasNode:
-		return c.alias(n, path)
+		return c.alias(n)
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
-			if err := c.visit(k, path); err != nil {
+			if err := c.visit(k); err != nil {
 				return err
 			}
-			p := childPath(path, k.Value)
 			if k.Value == "<<" { // a merge key's fields belong to the map itself
-				p = path
+				if err := c.visit(v); err != nil {
+					return err
+				}
+				continue
 			}
-			if err := c.visit(v, p); err != nil {
+			c.path = append(c.path, pathSegment{key: k.Value, index: -1})
+			err := c.visit(v)
+			c.path = c.path[:len(c.path)-1]
+			if err != nil {
 				return err
 			}
 		}
 	case yaml.SequenceNode:
 		for i, item := range n.Content {
-			if err := c.visit(item, indexPath(path, i)); err != nil {
+			c.path = append(c.path, pathSegment{index: i})
+			err := c.visit(item)
+			c.path = c.path[:len(c.path)-1]
+			if err != nil {
 				return err
 			}
 		}
@@ -101,20 +117,36 @@ func (c *aliasCheck) visit(n *yaml.Node, path string) *aliasError {
 	return nil
 }
 
-func (c *aliasCheck) alias(n *yaml.Node, path string) *aliasError {
+func (c *aliasCheck) alias(n *yaml.Node) *aliasError {
 	if n.Alias == nil {
 		return nil
 	}
 	if c.outer == nil {
-		c.outer, c.outerPath = n, path
+		c.outer, c.outerPath = n, c.pathString()
 		defer func() { c.outer = nil }()
+	}
+	if c.active == nil {
+		c.active = map[*yaml.Node]bool{}
 	}
 	if c.active[n] {
 		return c.fail(fmt.Sprintf("alias *%s refers to a node that contains it (anchor &%s): an alias cycle is refused", n.Value, n.Value))
 	}
 	c.active[n] = true
 	defer delete(c.active, n)
-	return c.visit(n.Alias, path)
+	return c.visit(n.Alias)
+}
+
+// pathString writes the current path as the schema walk does.
+func (c *aliasCheck) pathString() string {
+	p := ""
+	for _, s := range c.path {
+		if s.index >= 0 {
+			p = indexPath(p, s.index)
+		} else {
+			p = childPath(p, s.key)
+		}
+	}
+	return p
 }
 
 // fail reports at the outermost alias: the one written where the
