@@ -22,7 +22,9 @@ func newValidateCmd() *cobra.Command {
 		Long: `Parse and validate Argo Rollouts strategy files: Rollout, AnalysisTemplate and
 ClusterAnalysisTemplate documents in *.yaml/*.yml files (directories recursively).
 Templates are resolved across everything given. Errors print as
-file:line: field.path: reason and make the command exit 1; warnings alone exit 0.`,
+file:line: field.path: reason and make the command exit 1; warnings alone exit 0.
+Files are read under the daemon's limits (--strategy-max-*; YAML alias cycles
+and excessive alias expansion are always refused).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runValidate(cmd.OutOrStdout(), o, args)
