@@ -22,7 +22,7 @@ func repo1000(n int) fstest.MapFS {
 // them (ReadSources) is not timed.
 func BenchmarkLoad1000(b *testing.B) {
 	fsys := repo1000(1000)
-	srcs, err := ReadSources(fsys, ".")
+	srcs, err := ReadSources(fsys, ".", Limits{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -110,11 +110,11 @@ spec:
 // not timed), and the loader reuses what it parsed for the 999 unchanged
 // files.
 func BenchmarkLoaderOneFileChanged(b *testing.B) {
-	srcs, err := ReadSources(repo1000(1000), ".")
+	srcs, err := ReadSources(repo1000(1000), ".", Limits{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	l := NewLoader()
+	l := NewLoader(Limits{})
 	l.Load(srcs)
 	b.ReportAllocs()
 	b.ResetTimer()

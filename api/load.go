@@ -53,7 +53,7 @@ func (d *document) diag(sev Severity, path, format string, args ...any) Diagnost
 // whole: every problem becomes a Diagnostic, and what is valid is returned.
 // Files are parsed in parallel; the result does not depend on it.
 func Load(sources []Source) *Set {
-	return assemble(sources, parseAll(sources, nil))
+	return assemble(sources, parseAll(sources, Limits{}.withDefaults(), nil))
 }
 
 // parsed is what one file contributes before the set-wide checks
@@ -68,11 +68,30 @@ type parsed struct {
 	unreadable bool
 }
 
-func parseFile(src Source) *parsed {
-	p := &parsed{}
+// parseFile parses one file. A file over the size limit is not parsed, and
+// a panic while parsing (a bug, which a hostile file must not turn into a
+// crash) makes the file unreadable with the panic as its error: parsing
+// runs on worker goroutines, where an unrecovered panic ends the process.
+func parseFile(src Source, limits Limits) (p *parsed) {
+	if msg := limits.fileTooLarge(src.size()); msg != "" {
+		return unreadableFile(src.Name, msg)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			p = unreadableFile(src.Name, fmt.Sprintf("internal error while loading this file: %v", r))
+		}
+	}()
+	p = &parsed{}
 	docs, diags, ok := splitDocuments(src)
 	p.diags, p.unreadable = diags, !ok
 	for _, d := range docs {
+		if err := checkAliases(d.node); err != nil {
+			// Which objects the document holds is unknown: the file is
+			// unreadable, so none of them is taken for deleted.
+			p.diags = append(p.diags, Diagnostic{File: d.file, Line: err.line, Field: err.field, Message: err.msg, Severity: SeverityError})
+			p.unreadable = true
+			continue
+		}
 		r, t, skipped, diags := decodeDocument(d)
 		p.diags = append(p.diags, diags...)
 		switch {
@@ -87,9 +106,13 @@ func parseFile(src Source) *parsed {
 	return p
 }
 
+func unreadableFile(name, msg string) *parsed {
+	return &parsed{unreadable: true, diags: Diagnostics{{File: name, Message: msg, Severity: SeverityError}}}
+}
+
 // parseAll parses every source on up to GOMAXPROCS goroutines; reuse, when
 // not nil, may supply an already parsed file.
-func parseAll(sources []Source, reuse func(Source) *parsed) []*parsed {
+func parseAll(sources []Source, limits Limits, reuse func(Source) *parsed) []*parsed {
 	out := make([]*parsed, len(sources))
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -102,7 +125,7 @@ func parseAll(sources []Source, reuse func(Source) *parsed) []*parsed {
 					out[i] = reuse(sources[i])
 				}
 				if out[i] == nil {
-					out[i] = parseFile(sources[i])
+					out[i] = parseFile(sources[i], limits)
 				}
 			}
 		}()

@@ -11,6 +11,8 @@ import (
 // 1,000 strategy files a one-file commit then costs the set-wide checks,
 // not 1,000 parses. The result is the same as Load's.
 type Loader struct {
+	limits Limits
+
 	mu    sync.Mutex
 	files map[string]cachedFile
 }
@@ -20,8 +22,11 @@ type cachedFile struct {
 	p   *parsed
 }
 
-// NewLoader returns an empty Loader.
-func NewLoader() *Loader { return &Loader{files: map[string]cachedFile{}} }
+// NewLoader returns an empty Loader that applies limits (zero fields take
+// their defaults).
+func NewLoader(limits Limits) *Loader {
+	return &Loader{limits: limits.withDefaults(), files: map[string]cachedFile{}}
+}
 
 // Load is api.Load with reuse of unchanged files. Files not in sources are
 // forgotten.
@@ -35,22 +40,42 @@ func (l *Loader) Load(sources []Source) *Set {
 		index[s.Name] = i
 	}
 	old := l.files
-	files := parseAll(sources, func(s Source) *parsed {
-		if c, ok := old[s.Name]; ok && c.sum == sums[index[s.Name]] {
+	files := parseAll(sources, l.limits, func(s Source) *parsed {
+		if c, ok := old[s.Name]; ok && s.Data != nil && c.sum == sums[index[s.Name]] {
 			return c.p
 		}
 		return nil
 	})
 	l.files = make(map[string]cachedFile, len(sources))
 	for i, s := range sources {
-		l.files[s.Name] = cachedFile{sum: sums[i], p: files[i]}
+		if s.Data != nil { // an unread file has no bytes to compare next time
+			l.files[s.Name] = cachedFile{sum: sums[i], p: files[i]}
+		}
 	}
 	return assemble(sources, files)
 }
 
-// LoadFS reads the strategy files under root in fsys and loads them.
+// LoadFS reads the strategy files under root in fsys and loads them. A
+// tree over the file count or byte limit is not loaded: the Set is
+// Refused, with one diagnostic saying which limit, and the Loader keeps
+// what it knew. The error is for failures to read.
 func (l *Loader) LoadFS(fsys fs.FS, root string) (*Set, error) {
-	srcs, err := ReadSources(fsys, root)
+	srcs, err := ReadSources(fsys, root, l.limits)
+	if set, refused := refusal(err); refused {
+		return set, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return l.Load(srcs), nil
+}
+
+// LoadPaths is api.LoadPaths with this Loader's limits.
+func (l *Loader) LoadPaths(paths ...string) (*Set, error) {
+	srcs, err := readPaths(l.limits, paths)
+	if set, refused := refusal(err); refused {
+		return set, nil
+	}
 	if err != nil {
 		return nil, err
 	}

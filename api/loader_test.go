@@ -9,11 +9,11 @@ import (
 // TestLoaderMatchesLoad: a Loader gives exactly what Load gives, across a
 // sequence of edits, and re-parses only what changed.
 func TestLoaderMatchesLoad(t *testing.T) {
-	srcs, err := ReadSources(repo1000(20), ".")
+	srcs, err := ReadSources(repo1000(20), ".", Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := NewLoader()
+	l := NewLoader(Limits{})
 	edits := []struct {
 		name string
 		edit func([]Source) []Source

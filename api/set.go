@@ -17,12 +17,17 @@ type Set struct {
 	Diagnostics Diagnostics
 	// Files lists every strategy file read, relative to the root.
 	Files []string
-	// Unreadable lists files with a YAML syntax error: objects after the
-	// error are missing from the set, so a caller must not read their
-	// absence as a deletion.
+	// Unreadable lists files with a YAML syntax error, or refused by a
+	// limit (size, alias cycle or expansion): their objects are missing
+	// from the set, so a caller must not read their absence as a deletion.
 	Unreadable []string
 	// Skipped lists documents of kinds sluice does not read.
 	Skipped []SkippedDoc
+	// Refused says the tree as a whole was not loaded (over a Limits file
+	// count or byte total, or loading it failed): the Set holds no objects
+	// and Diagnostics say why. Nothing may be read as deleted; the strategy
+	// in force stays.
+	Refused bool
 }
 
 // Rejected is a rollout that could be identified but not accepted.

@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/api"
 )
 
 // DefaultInterval is the poll interval when Options.Interval is zero.
@@ -44,6 +46,9 @@ type Options struct {
 	// in force, analysis templates included, even when nothing was pushed
 	// while it was down. Skipped when LastCommit is no longer in history.
 	ReplayLast bool
+	// Limits bound the strategy files read from one commit (api.Limits;
+	// zero fields take the defaults).
+	Limits api.Limits
 	// Logger receives the watcher's logs; slog.Default() when nil.
 	Logger *slog.Logger
 	// Registry receives sluice_git_fetch_seconds; a private registry when nil.

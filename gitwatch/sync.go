@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -310,12 +311,35 @@ func (w *Watcher) revision(repo *git.Repository, s step) (Revision, plumbing.Has
 	if err != nil {
 		return Revision{}, dir, fmt.Errorf("read tree of %s: %w", c.Hash, err)
 	}
-	set, err := w.loader.LoadFS(newTreeFS(root, c.Committer.When), w.cfg.path)
+	set, err := w.load(root, c)
 	if err != nil {
 		return Revision{}, dir, fmt.Errorf("load %s at %s: %w", w.cfg.path, c.Hash, err)
 	}
 	rev.Set = set
 	return rev, dir, nil
+}
+
+// load reads --path at commit c. A panic while loading (a loader bug some
+// file reaches) is this commit's error, not the process's: the Revision
+// gets a Refused Set saying so, and the watcher goes on to later commits,
+// so one commit can never crash the daemon on every start.
+func (w *Watcher) load(root *object.Tree, c *object.Commit) (set *api.Set, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.cfg.Logger.Error("panic while loading commit", "commit", c.Hash.String(), "panic", r, "stack", string(debug.Stack()))
+			set, err = loadPanicSet(w.cfg.path, r), nil
+		}
+	}()
+	return w.loader.LoadFS(newTreeFS(root, c.Committer.When), w.cfg.path)
+}
+
+// loadPanicSet is the Set of a commit whose loading panicked.
+func loadPanicSet(p string, r any) *api.Set {
+	return &api.Set{Refused: true, Diagnostics: api.Diagnostics{{
+		File:     strings.TrimSuffix(p, "/"),
+		Message:  fmt.Sprintf("internal error while loading this commit: %v", r),
+		Severity: api.SeverityError,
+	}}}
 }
 
 // replayPending reports whether LastCommit must be handed out again: asked

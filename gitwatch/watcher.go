@@ -102,7 +102,7 @@ func New(opts Options) (*Watcher, error) {
 		trigger: make(chan struct{}, 1),
 		branch:  cfg.Branch,
 		last:    plumbing.NewHash(cfg.LastCommit),
-		loader:  api.NewLoader(),
+		loader:  api.NewLoader(opts.Limits),
 	}
 	w.status = Status{Repo: cfg.display, Branch: cfg.Branch, LastCommit: cfg.LastCommit}
 	return w, nil

@@ -138,6 +138,9 @@ func loadPaths(oldPath, newPath string) (old, new diffSide, err error) {
 	load := func(label, p string, info os.FileInfo) (diffSide, error) {
 		if info.IsDir() {
 			set, err := api.LoadFS(os.DirFS(p), ".")
+			if err == nil {
+				err = refused(set)
+			}
 			return diffSide{label: label, set: set, prefix: p}, err
 		}
 		data, err := os.ReadFile(p)
@@ -170,6 +173,9 @@ func loadRevisions(cmd *cobra.Command, o diffOptions, oldRev, newRev string) (ol
 			return diffSide{}, err
 		}
 		set, err := api.LoadFS(fsys, o.path)
+		if err == nil {
+			err = refused(set)
+		}
 		if err != nil {
 			return diffSide{}, fmt.Errorf("load %s at %s: %w", o.path, rev, err)
 		}

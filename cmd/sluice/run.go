@@ -85,6 +85,7 @@ keys (lists for repeatable flags); flags on the command line win.`,
 	f.DurationVar(&o.PrometheusTimeout, "prometheus-timeout", analysis.DefaultPrometheusTimeout, "bound on a Prometheus query (and a judge measurement) whose metric sets no timeout")
 	f.DurationVar(&o.WebTimeout, "web-timeout", analysis.DefaultWebTimeout, "bound on a web provider request whose metric sets no timeoutSeconds")
 	f.DurationVar(&o.AckTimeout, "ack-timeout", 0, "how long a step waits for clients to ACK its routes (default 10s)")
+	addStrategyLimitFlags(f, &o.StrategyLimits)
 	f.StringVar(&o.configFile, "config", "", "YAML file with the same settings")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")

@@ -11,6 +11,7 @@ import (
 
 type validateOptions struct {
 	output string
+	limits api.Limits
 }
 
 func newValidateCmd() *cobra.Command {
@@ -21,18 +22,21 @@ func newValidateCmd() *cobra.Command {
 		Long: `Parse and validate Argo Rollouts strategy files: Rollout, AnalysisTemplate and
 ClusterAnalysisTemplate documents in *.yaml/*.yml files (directories recursively).
 Templates are resolved across everything given. Errors print as
-file:line: field.path: reason and make the command exit 1; warnings alone exit 0.`,
+file:line: field.path: reason and make the command exit 1; warnings alone exit 0.
+Files are read under the daemon's limits (--strategy-max-*; YAML alias cycles
+and excessive alias expansion are always refused).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runValidate(cmd.OutOrStdout(), o, args)
 		},
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	addStrategyLimitFlags(cmd.Flags(), &o.limits)
 	return cmd
 }
 
 func runValidate(w io.Writer, o validateOptions, paths []string) error {
-	set, err := api.LoadPaths(paths...)
+	set, err := api.NewLoader(o.limits).LoadPaths(paths...)
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,7 @@ type Daemon struct {
 	meter      *trafficMeter
 	backend    *backend
 	api        *httpapi.Handler
+	refused    *refusedRevisions
 
 	xdsLis, httpLis net.Listener
 	synced          atomic.Bool // the first revision has been applied
@@ -113,6 +114,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 		return fmt.Errorf("runner: %w", err)
 	}
 	reg.MustRegister(newRolloutCollector(d.runner))
+	d.refused = newRefusedRevisions(reg)
 	lastCommit, err := d.store.LastCommit()
 	if err != nil {
 		return fmt.Errorf("read last commit: %w", err)
@@ -127,6 +129,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 		// Templates live in git, not in the store: after a restart the
 		// commit in force is read again before anything newer.
 		ReplayLast: true,
+		Limits:     o.StrategyLimits,
 		Logger:     d.log, Registry: reg,
 	}); err != nil {
 		return fmt.Errorf("gitwatch: %w", err)
@@ -261,7 +264,7 @@ func (d *Daemon) followGit(ctx context.Context) error {
 		case err := <-watchErr:
 			return err
 		case rev := <-revs:
-			if err := d.apply(ctx, rev); err != nil {
+			if err := d.applySafely(ctx, rev); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/gateway"
 	"github.com/sluice-dev/sluice/gitwatch"
 )
@@ -52,6 +53,10 @@ type Options struct {
 	// AckTimeout bounds the wait for clients to ACK a step's routes before
 	// its timer and analysis start anyway (reported).
 	AckTimeout time.Duration
+
+	// StrategyLimits bound the strategy files read from one commit; zero
+	// fields take api's defaults.
+	StrategyLimits api.Limits
 
 	Logger *slog.Logger
 }

@@ -17,6 +17,12 @@ import (
 // skips a commit (and replaying one is harmless: the same change again is
 // no change).
 func (d *Daemon) apply(ctx context.Context, rev gitwatch.Revision) error {
+	if rev.Set.Refused {
+		if rev.Replay {
+			return nil // reported when it was first applied
+		}
+		return d.refuse(ctx, rev)
+	}
 	if rev.Replay {
 		// The commit in force, read again after a restart: its effects are
 		// in the store already; only its templates were missing.
