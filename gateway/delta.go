@@ -155,23 +155,30 @@ func (s *Server) deltaRequest(st *stream, t typeIdx, req *discoveryv3.DeltaDisco
 			d.sent[n] = v
 		}
 	}
+	size := st.nameBytes[t]
 	for _, n := range req.GetResourceNamesSubscribe() {
 		if n == "*" {
 			d.wildcard = true
 			continue
 		}
-		d.names[n] = true
+		if !d.names[n] {
+			d.names[n] = true
+			size += int64(len(n))
+		}
 	}
 	for _, n := range req.GetResourceNamesUnsubscribe() {
 		if n == "*" {
 			d.wildcard = false
 			continue
 		}
-		delete(d.names, n)
+		if d.names[n] {
+			delete(d.names, n)
+			size -= int64(len(n))
+		}
 		delete(d.sent, n) // a later subscribe must send it again
 		delete(d.acked, n)
 	}
-	if err := s.reserveNames(st, t, len(d.names)); err != nil {
+	if err := s.reserveNames(st, t, len(d.names), size); err != nil {
 		return nil, err
 	}
 	return nack, nil

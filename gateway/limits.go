@@ -35,11 +35,13 @@ type Limits struct {
 	// one type (a delta stream accumulates them); beyond it the stream
 	// ends with InvalidArgument (reason "names_per_subscription").
 	NamesPerSubscription int
-	// SubscribedNames bounds the names subscribed by all streams together,
-	// so that many streams under the per-stream limits cannot add up; a
-	// request that would pass it ends its stream with ResourceExhausted
-	// (reason "subscribed_names").
-	SubscribedNames int
+	// SubscribedBytes bounds the bytes of the names subscribed by all
+	// streams together, so that many streams under the per-stream limits
+	// cannot add up; a request that would pass it ends its stream with
+	// ResourceExhausted (reason "subscribed_bytes"). Real names are
+	// short (a host, "namespace/name/canary"): 10,000 clients subscribing
+	// to six names of 40 bytes each hold 2.4 MB.
+	SubscribedBytes int64
 	// NameLength bounds one resource name and the node id, in bytes; a
 	// longer one ends the stream with InvalidArgument (reason
 	// "name_length" or "node_id_length").
@@ -52,7 +54,7 @@ var DefaultLimits = Limits{
 	Streams:              20000,
 	NamesPerRequest:      50000,
 	NamesPerSubscription: 50000,
-	SubscribedNames:      250000,
+	SubscribedBytes:      64 << 20,
 	NameLength:           1024,
 }
 
@@ -70,8 +72,8 @@ func (l Limits) withDefaults() Limits {
 	if l.NamesPerSubscription > 0 {
 		d.NamesPerSubscription = l.NamesPerSubscription
 	}
-	if l.SubscribedNames > 0 {
-		d.SubscribedNames = l.SubscribedNames
+	if l.SubscribedBytes > 0 {
+		d.SubscribedBytes = l.SubscribedBytes
 	}
 	if l.NameLength > 0 {
 		d.NameLength = l.NameLength
@@ -87,11 +89,11 @@ const (
 	refusedNameLength      = "name_length"
 	refusedNamesPerRequest = "names_per_request"
 	refusedNamesPerSub     = "names_per_subscription"
-	refusedSubscribedNames = "subscribed_names"
+	refusedSubscribedBytes = "subscribed_bytes"
 )
 
 var refusedReasons = []string{refusedStreams, refusedNodeNotAllowed, refusedNodeIDLength, refusedNameLength,
-	refusedNamesPerRequest, refusedNamesPerSub, refusedSubscribedNames}
+	refusedNamesPerRequest, refusedNamesPerSub, refusedSubscribedBytes}
 
 // refuse counts and logs one refusal and returns the status that ends the
 // stream.
@@ -122,22 +124,22 @@ func (s *Server) checkNames(st *stream, lists ...[]string) error {
 	return nil
 }
 
-// reserveNames moves a stream's subscribed-name count for one type from
-// old to next, refusing when next passes NamesPerSubscription or the
-// server-wide SubscribedNames would be passed. Callers hold st.mu.
-func (s *Server) reserveNames(st *stream, t typeIdx, next int) error {
-	if next > s.limits.NamesPerSubscription {
-		return s.refuse(st, refusedNamesPerSub, codes.InvalidArgument, "%d %s names subscribed on one stream, more than %d", next, typeURLs[t], s.limits.NamesPerSubscription)
+// reserveNames moves a stream's subscription of one type to count names
+// of size bytes in all, refusing when count passes NamesPerSubscription or
+// the server-wide SubscribedBytes would be passed. Callers hold st.mu.
+func (s *Server) reserveNames(st *stream, t typeIdx, count int, size int64) error {
+	if count > s.limits.NamesPerSubscription {
+		return s.refuse(st, refusedNamesPerSub, codes.InvalidArgument, "%d %s names subscribed on one stream, more than %d", count, typeURLs[t], s.limits.NamesPerSubscription)
 	}
-	diff := int64(next - st.names[t])
-	if diff > 0 && s.subscribedNames.Add(diff) > int64(s.limits.SubscribedNames) {
-		s.subscribedNames.Add(-diff)
-		return s.refuse(st, refusedSubscribedNames, codes.ResourceExhausted, "the server holds its limit of %d subscribed names", s.limits.SubscribedNames)
+	diff := size - st.nameBytes[t]
+	if diff > 0 && s.subscribedBytes.Add(diff) > s.limits.SubscribedBytes {
+		s.subscribedBytes.Add(-diff)
+		return s.refuse(st, refusedSubscribedBytes, codes.ResourceExhausted, "the server holds its limit of %d bytes of subscribed names", s.limits.SubscribedBytes)
 	}
 	if diff < 0 {
-		s.subscribedNames.Add(diff)
+		s.subscribedBytes.Add(diff)
 	}
-	st.names[t] = next
+	st.nameBytes[t] = size
 	return nil
 }
 
@@ -145,10 +147,19 @@ func (s *Server) reserveNames(st *stream, t typeIdx, next int) error {
 func (s *Server) releaseNames(st *stream) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	for t := range st.names {
-		s.subscribedNames.Add(-int64(st.names[t]))
-		st.names[t] = 0
+	for t := range st.nameBytes {
+		s.subscribedBytes.Add(-st.nameBytes[t])
+		st.nameBytes[t] = 0
 	}
+}
+
+// namesSize is the bytes of names, as counted against SubscribedBytes.
+func namesSize(names []string) int64 {
+	var n int64
+	for _, x := range names {
+		n += int64(len(x))
+	}
+	return n
 }
 
 // checkNode refuses a node id that is too long or matches none of

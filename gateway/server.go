@@ -85,9 +85,9 @@ type Server struct {
 	nextID  atomic.Uint64
 	nonce   atomic.Uint64
 
-	// subscribedNames counts the names all streams subscribe to, against
-	// Limits.SubscribedNames.
-	subscribedNames atomic.Int64
+	// subscribedBytes counts the bytes of the names all streams subscribe
+	// to, against Limits.SubscribedBytes.
+	subscribedBytes atomic.Int64
 	// keyMu guards keyRefs: how many streams hold each subscription key,
 	// so a cached response dies with the last stream that uses it.
 	keyMu   sync.Mutex

@@ -1,12 +1,12 @@
 package gateway
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -258,10 +258,10 @@ func (s *Server) sotwRequest(st *stream, t typeIdx, req *discoveryv3.DiscoveryRe
 			key, sorted = w.key, w.names
 		} else {
 			sorted = slices.Clone(sorted)
-			key = strings.Join(sorted, "\n")
+			key = subscriptionKey(sorted)
 		}
 	}
-	if err := s.reserveNames(st, t, len(sorted)); err != nil {
+	if err := s.reserveNames(st, t, len(sorted), namesSize(sorted)); err != nil {
 		return nil, err
 	}
 	if !w.subscribed || key != w.key {
@@ -338,6 +338,17 @@ func (s *Server) sotwAckInline(st *stream, req *discoveryv3.DiscoveryRequest) bo
 		s.opts.OnNack(*nack)
 	}
 	return true
+}
+
+// subscriptionKey names a sorted subscription in the response cache by a
+// hash: the key costs 32 bytes however long the names are.
+func subscriptionKey(sorted []string) string {
+	h := sha256.New()
+	for _, n := range sorted {
+		h.Write([]byte(n))
+		h.Write([]byte{0}) // not in names: separates them unambiguously
+	}
+	return string(h.Sum(nil))
 }
 
 func hasDup(sorted []string) bool {

@@ -22,10 +22,11 @@ type stream struct {
 	node string
 	// identified is set by the first request, which carries the node.
 	identified bool
-	// names counts the names subscribed per type, against the limits.
-	names [numTypes]int
-	sotw  [numTypes]sotwType
-	dlt   [numTypes]deltaType
+	// nameBytes are the bytes of the names subscribed per type, counted
+	// against Limits.SubscribedBytes.
+	nameBytes [numTypes]int64
+	sotw      [numTypes]sotwType
+	dlt       [numTypes]deltaType
 }
 
 // addStream registers a new stream, or refuses it when Limits.Streams are
