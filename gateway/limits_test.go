@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +11,8 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -239,4 +243,110 @@ func TestAllowedNodesBadPattern(t *testing.T) {
 	if _, err := New(Options{AllowedNodes: []string{"envoy-["}}); err == nil {
 		t.Fatal("New accepted the pattern \"envoy-[\"")
 	}
+}
+
+// TestStreamsPerConnection opens more streams on one HTTP/2 connection
+// than the limit allows, ignoring the server's SETTINGS as a hostile peer
+// would: the stream past the limit is refused (RST_STREAM REFUSED_STREAM),
+// the others are not. A PING after the HEADERS frames marks the point by
+// which the server has answered them all.
+func TestStreamsPerConnection(t *testing.T) {
+	srv := startServer(t, "127.0.0.1:0", func(o *Options) { o.Limits = Limits{StreamsPerConnection: 3} })
+	conn, err := net.Dial("tcp", srv.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second)) // a hang fails instead of blocking the suite
+	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	var hdr bytes.Buffer
+	enc := hpack.NewEncoder(&hdr)
+	const opened = 4
+	for i := range opened {
+		hdr.Reset()
+		for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", srv.addr},
+			{":path", "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources"},
+			{"content-type", "application/grpc"}, {"te", "trailers"}} {
+			_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+		}
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: hdr.Bytes(), EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fr.WritePing(false, [8]byte{'s', 'l', 'u', 'i', 'c', 'e'}); err != nil {
+		t.Fatal(err)
+	}
+	advertised := uint32(0)
+	refused := map[uint32]http2.ErrCode{}
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("read frame: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if v, ok := f.Value(http2.SettingMaxConcurrentStreams); ok {
+				advertised = v
+			}
+		case *http2.RSTStreamFrame:
+			refused[f.StreamID] = f.ErrCode
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				continue
+			}
+			if advertised != 3 {
+				t.Errorf("advertised MAX_CONCURRENT_STREAMS %d, want 3", advertised)
+			}
+			want := map[uint32]http2.ErrCode{2*opened - 1: http2.ErrCodeRefusedStream}
+			if len(refused) != 1 || refused[2*opened-1] != http2.ErrCodeRefusedStream {
+				t.Fatalf("reset streams %v, want %v", refused, want)
+			}
+			return
+		}
+	}
+}
+
+// TestResponseCache checks what the shared response cache holds: nothing
+// for subscriptions to names that do not exist, one response per distinct
+// subscription while a stream holds it, and nothing once its last stream
+// moved on or closed.
+func TestResponseCache(t *testing.T) {
+	srv := startServer(t, "127.0.0.1:0", nil)
+	if _, err := srv.SetTraffic(traffic(nil)); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range names(20, 1024) {
+		c := newSotwClient(t, srv.addr)
+		c.subscribe(typeURLs[rds], n)
+		c.subscribe(typeURLs[eds], n, names(40, 1000)[20+i])
+	}
+	if got := srv.cachedResponses(); got != 0 {
+		t.Fatalf("%d cached responses for 20 streams subscribed to made-up names, want 0", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var closing []*sotwClient
+	for range 3 {
+		s, err := adsClient(t, srv.addr).StreamAggregatedResources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &sotwClient{t: t, s: s, nm: map[string][]string{}}
+		c.subscribe(typeURLs[rds], host)
+		closing = append(closing, c)
+	}
+	if got := srv.cachedResponses(); got != 1 {
+		t.Fatalf("%d cached responses for 3 streams with one subscription, want 1", got)
+	}
+	closing[0].subscribe(typeURLs[rds], host, "nothing.internal") // same content, another key
+	if got := srv.cachedResponses(); got != 2 {
+		t.Fatalf("%d cached responses for two subscriptions, want 2", got)
+	}
+	cancel()
+	eventually(t, 10*time.Second, "the cache to empty after the streams closed", func() bool { return srv.cachedResponses() == 0 })
 }
