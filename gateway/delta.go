@@ -37,7 +37,10 @@ type deltaSent struct {
 // DeltaAggregatedResources serves one incremental (delta) ADS stream.
 func (s *Server) DeltaAggregatedResources(gs grpc.BidiStreamingServer[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse]) error {
 	ctx := gs.Context()
-	st := s.addStream(ctx, true)
+	st, err := s.addStream(ctx, true)
+	if err != nil {
+		return err
+	}
 	defer s.dropStream(st)
 	reqs := make(chan *discoveryv3.DeltaDiscoveryRequest, 4)
 	errc := make(chan error, 1)
@@ -73,7 +76,11 @@ func (s *Server) DeltaAggregatedResources(gs grpc.BidiStreamingServer[discoveryv
 				s.log.Debug("delta request for unserved type", "stream", st.id, "type", req.GetTypeUrl())
 				continue
 			}
-			if n := s.deltaRequest(st, t, req); n != nil && s.opts.OnNack != nil {
+			n, err := s.deltaRequest(st, t, req)
+			if err != nil {
+				return err
+			}
+			if n != nil && s.opts.OnNack != nil {
 				s.opts.OnNack(*n)
 			}
 			if err := s.deltaSend(gs, st, t); err != nil {
@@ -91,16 +98,28 @@ func (s *Server) DeltaAggregatedResources(gs grpc.BidiStreamingServer[discoveryv
 }
 
 // deltaRequest records an ACK or NACK and applies subscription changes. It
-// returns the NACK it recorded, if any.
-func (s *Server) deltaRequest(st *stream, t typeIdx, req *discoveryv3.DeltaDiscoveryRequest) (nack *Nack) {
+// returns the NACK it recorded, if any, or the status that ends a stream
+// breaking a limit.
+func (s *Server) deltaRequest(st *stream, t typeIdx, req *discoveryv3.DeltaDiscoveryRequest) (nack *Nack, err error) {
 	d := &st.dlt[t]
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.node == "" && req.GetNode() != nil {
-		st.node = req.GetNode().GetId()
+	if err := s.identify(st, req.GetNode().GetId()); err != nil {
+		return nil, err
+	}
+	var initial []string
+	for n := range req.GetInitialResourceVersions() {
+		initial = append(initial, n)
+	}
+	if err := s.checkNames(st, req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe(), initial); err != nil {
+		return nil, err
 	}
 	if nonce := req.GetResponseNonce(); nonce != "" {
-		if sent := d.inflight[nonce]; sent != nil {
+		sent := d.inflight[nonce]
+		if sent == nil && req.GetErrorDetail() != nil {
+			s.ignoreNack(st, t, nackUnknownNonce, nonce)
+		}
+		if sent != nil {
 			delete(d.inflight, nonce)
 			if det := req.GetErrorDetail(); det != nil {
 				if d.nackGens == nil {
@@ -136,23 +155,33 @@ func (s *Server) deltaRequest(st *stream, t typeIdx, req *discoveryv3.DeltaDisco
 			d.sent[n] = v
 		}
 	}
+	size := st.nameBytes[t]
 	for _, n := range req.GetResourceNamesSubscribe() {
 		if n == "*" {
 			d.wildcard = true
 			continue
 		}
-		d.names[n] = true
+		if !d.names[n] {
+			d.names[n] = true
+			size += int64(len(n))
+		}
 	}
 	for _, n := range req.GetResourceNamesUnsubscribe() {
 		if n == "*" {
 			d.wildcard = false
 			continue
 		}
-		delete(d.names, n)
+		if d.names[n] {
+			delete(d.names, n)
+			size -= int64(len(n))
+		}
 		delete(d.sent, n) // a later subscribe must send it again
 		delete(d.acked, n)
 	}
-	return nack
+	if err := s.reserveNames(st, t, len(d.names), size); err != nil {
+		return nil, err
+	}
+	return nack, nil
 }
 
 // deltaSend sends what changed for the client since it was last sent. What

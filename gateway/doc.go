@@ -38,4 +38,14 @@
 // every stream with that subscription. A NACKed response is recorded
 // (sluice_xds_nacks_total, Options.OnNack, WaitForAck) and not sent again
 // until something in it changes.
+//
+// Peers are not trusted. A NACK counts only against resources the stream
+// was sent and had not ACKed before, and only when it answers the response
+// last sent on that stream; its detail is cut to 1 KiB (detail.go). What a
+// peer can make the server hold is bounded by Options.Limits (limits.go):
+// streams per connection and in all, names per request and subscription,
+// name length, and the bytes of all subscribed names. A cached response
+// lives only while a stream holds its subscription, and subscriptions to
+// names that do not exist are never cached. Options.AllowedNodes refuses
+// streams by node id.
 package gateway

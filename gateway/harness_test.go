@@ -52,7 +52,7 @@ type runningServer struct {
 }
 
 // startServer serves on addr ("127.0.0.1:0" for any port).
-func startServer(t *testing.T, addr string, mod func(*Options)) *runningServer {
+func startServer(t testing.TB, addr string, mod func(*Options)) *runningServer {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	opts := Options{Registry: reg, AckTimeout: 10 * time.Second}

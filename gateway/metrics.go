@@ -11,6 +11,10 @@ type metrics struct {
 	clients prometheus.Gauge
 	push    prometheus.Histogram
 	nacks   prometheus.Counter
+	// nacksIgnored counts NACKs not reported to any rollout, by reason.
+	nacksIgnored *prometheus.CounterVec
+	// refused counts streams ended by a limit or the node allow-list.
+	refused *prometheus.CounterVec
 }
 
 func newMetrics(reg *prometheus.Registry) (*metrics, error) {
@@ -28,11 +32,25 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Name: "sluice_xds_nacks_total",
 			Help: "xDS responses rejected (NACKed) by a client.",
 		}),
+		nacksIgnored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_xds_nacks_ignored_total",
+			Help: "xDS NACKs not reported to any rollout: unknown_nonce (a response this stream was not last sent) or nothing_new (it only holds resources this stream had already ACKed).",
+		}, []string{"reason"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_xds_refused_total",
+			Help: "xDS streams ended by a limit or the node allow-list, by reason.",
+		}, []string{"reason"}),
+	}
+	for _, r := range []string{nackUnknownNonce, nackNothingNew} {
+		m.nacksIgnored.WithLabelValues(r)
+	}
+	for _, r := range refusedReasons {
+		m.refused.WithLabelValues(r)
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.clients, m.push, m.nacks} {
+	for _, c := range []prometheus.Collector{m.clients, m.push, m.nacks, m.nacksIgnored, m.refused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}

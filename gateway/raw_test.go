@@ -19,7 +19,7 @@ import (
 // These tests speak raw ADS, the way Envoy does (wildcard listeners and
 // clusters, the sluice-http route), to check what is sent when.
 
-func adsClient(t *testing.T, addr string) discoveryv3.AggregatedDiscoveryServiceClient {
+func adsClient(t testing.TB, addr string) discoveryv3.AggregatedDiscoveryServiceClient {
 	t.Helper()
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -37,6 +37,14 @@ type Options struct {
 	// the stream that received it (no lock held): keep it short (queue,
 	// don't block), or that client's stream stalls.
 	OnNack func(Nack)
+	// Limits bound what peers can make the server hold; zero fields take
+	// DefaultLimits.
+	Limits Limits
+	// AllowedNodes, when not empty, are node-id patterns (path.Match
+	// syntax); a stream whose node id matches none is refused with
+	// PermissionDenied. Node ids are claims: with mTLS the client
+	// certificate is the authentication.
+	AllowedNodes []string
 }
 
 // Nack is one rejected response.
@@ -47,7 +55,7 @@ type Nack struct {
 	Version   string    // version_info (or delta nonce) rejected
 	Resources []string  // resource names in the rejected response
 	Rollouts  []api.Key // rollouts owning those resources
-	Detail    string    // the client's error_detail message
+	Detail    string    // the client's error_detail message, capped at 1 KiB
 	Time      time.Time
 }
 
@@ -70,10 +78,20 @@ type Server struct {
 	snap      atomic.Pointer[snapshot]
 	published atomic.Pointer[chan struct{}] // closed and replaced on publish
 
+	limits Limits
+
 	mu      sync.RWMutex
 	streams map[*stream]struct{}
 	nextID  atomic.Uint64
 	nonce   atomic.Uint64
+
+	// subscribedBytes counts the bytes of the names all streams subscribe
+	// to, against Limits.SubscribedBytes.
+	subscribedBytes atomic.Int64
+	// keyMu guards keyRefs: how many streams hold each subscription key,
+	// so a cached response dies with the last stream that uses it.
+	keyMu   sync.Mutex
+	keyRefs [numTypes]map[string]int
 
 	// waiters holds one wake-up channel (capacity 1) per WaitForAck call,
 	// as an immutable slice: broadcast, called on every ACK, only loads it
@@ -101,6 +119,9 @@ func New(opts Options) (*Server, error) {
 	if opts.AckTimeout <= 0 {
 		opts.AckTimeout = 30 * time.Second
 	}
+	if err := checkPatterns(opts.AllowedNodes); err != nil {
+		return nil, err
+	}
 	m, err := newMetrics(opts.Registry)
 	if err != nil {
 		return nil, err
@@ -109,8 +130,12 @@ func New(opts Options) (*Server, error) {
 		log:     opts.Logger,
 		opts:    opts,
 		m:       m,
+		limits:  opts.Limits.withDefaults(),
 		streams: map[*stream]struct{}{},
 		done:    make(chan struct{}),
+	}
+	for t := range s.keyRefs {
+		s.keyRefs[t] = map[string]int{}
 	}
 	if opts.TLS.enabled() {
 		if s.creds, err = opts.TLS.credentials(); err != nil {
@@ -124,12 +149,12 @@ func New(opts Options) (*Server, error) {
 }
 
 // grpcServerOptions are the options Serve uses: transport credentials,
-// lenient keepalive, static flow-control windows (no BDP pings from the
+// the per-connection stream limit, lenient keepalive, static flow-control windows (no BDP pings from the
 // server on every stream), and a write buffer released between writes (an
 // idle xDS stream then holds no 32 KiB buffer).
 func (s *Server) grpcServerOptions() []grpc.ServerOption {
 	opts := []grpc.ServerOption{
-		grpc.MaxConcurrentStreams(1 << 20),
+		grpc.MaxConcurrentStreams(s.limits.StreamsPerConnection),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.StaticStreamWindowSize(1 << 20),
 		grpc.StaticConnWindowSize(1 << 20),

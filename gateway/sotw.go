@@ -1,12 +1,12 @@
 package gateway
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,8 +25,11 @@ type sotwType struct {
 	key        string   // subscription key for the response cache
 	lastSent   *sotwResponse
 	acked      *sotwResponse // last response the client ACKed
-	nacked     *sotwResponse // last response the client NACKed, until a later ACK
-	nack       *Nack
+	// nacked are the resources of the last NACKed response that the client
+	// had not ACKed before (sorted by name), until a later ACK: only those
+	// are blamed on the NACK.
+	nacked []*resource
+	nack   *Nack
 }
 
 // sotwResponse is one encoded response for one subscription in one
@@ -47,11 +50,28 @@ func (r *sotwResponse) find(name string) *resource {
 	if r == nil {
 		return nil
 	}
-	i, ok := slices.BinarySearchFunc(r.res, name, func(x *resource, n string) int { return cmpStr(x.name, n) })
+	return findResource(r.res, name)
+}
+
+// findResource looks name up in res, sorted by name.
+func findResource(res []*resource, name string) *resource {
+	i, ok := slices.BinarySearchFunc(res, name, func(x *resource, n string) int { return cmpStr(x.name, n) })
 	if !ok {
 		return nil
 	}
-	return r.res[i]
+	return res[i]
+}
+
+// notAcked returns the resources of res whose content the client had not
+// ACKed in acked: what a NACK of res can be blamed on.
+func notAcked(res []*resource, acked *sotwResponse) []*resource {
+	var out []*resource
+	for _, r := range res {
+		if acked.find(r.name) != r {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // sameContent reports whether two responses carry the same resources with
@@ -70,7 +90,10 @@ func (r *sotwResponse) sameContent(o *sotwResponse) bool {
 
 func slicesBinarySearch(s []string, v string) (int, bool) { return slices.BinarySearch(s, v) }
 
-// response returns the cached response of this type set for a subscription.
+// response returns the response of this type set for a subscription,
+// cached while some stream holds its key (see retainKey). A subscription
+// to names none of which exist gets a fresh empty response, never cached:
+// made-up names cost the server nothing beyond the stream's own state.
 func (ts *typeSet) response(s *Server, key string, wildcard bool, names []string) *sotwResponse {
 	if v, ok := ts.responses.Load(key); ok {
 		return v.(*sotwResponse)
@@ -90,14 +113,51 @@ func (ts *typeSet) response(s *Server, key string, wildcard bool, names []string
 	for _, x := range r.res {
 		r.msg.Resources = append(r.msg.Resources, x.any)
 	}
+	if len(r.res) == 0 && !wildcard {
+		return r
+	}
 	v, _ := ts.responses.LoadOrStore(key, r)
 	return v.(*sotwResponse)
+}
+
+// retainKey records that one more stream uses subscription key of type t.
+func (s *Server) retainKey(t typeIdx, key string) {
+	s.keyMu.Lock()
+	s.keyRefs[t][key]++
+	s.keyMu.Unlock()
+}
+
+// releaseKey records that a stream stopped using key; the last one drops
+// the cached response from the current generation (older generations are
+// garbage once no stream references them). Only streams holding key store
+// it, so none can store it again after the count reached zero.
+func (s *Server) releaseKey(t typeIdx, key string) {
+	s.keyMu.Lock()
+	defer s.keyMu.Unlock()
+	if s.keyRefs[t][key]--; s.keyRefs[t][key] > 0 {
+		return
+	}
+	delete(s.keyRefs[t], key)
+	s.snap.Load().types[t].responses.Delete(key)
+}
+
+// cachedResponses counts the cached responses of the current generation,
+// for tests and the memory benchmark.
+func (s *Server) cachedResponses() int {
+	n := 0
+	for _, ts := range s.snap.Load().types {
+		ts.responses.Range(func(any, any) bool { n++; return true })
+	}
+	return n
 }
 
 // StreamAggregatedResources serves one state-of-the-world ADS stream.
 func (s *Server) StreamAggregatedResources(gs grpc.BidiStreamingServer[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse]) error {
 	ctx := gs.Context()
-	st := s.addStream(ctx, false)
+	st, err := s.addStream(ctx, false)
+	if err != nil {
+		return err
+	}
 	defer s.dropStream(st)
 	reqs := make(chan *discoveryv3.DiscoveryRequest, 4)
 	errc := make(chan error, 1)
@@ -142,10 +202,14 @@ func (s *Server) StreamAggregatedResources(gs grpc.BidiStreamingServer[discovery
 				forwarded.Add(-1)
 				continue
 			}
-			if n := s.sotwRequest(st, t, req); n != nil && s.opts.OnNack != nil {
+			n, err := s.sotwRequest(st, t, req)
+			if err != nil {
+				return err
+			}
+			if n != nil && s.opts.OnNack != nil {
 				s.opts.OnNack(*n)
 			}
-			err := s.sotwSend(gs, st, t)
+			err = s.sotwSend(gs, st, t)
 			forwarded.Add(-1)
 			if err != nil {
 				return err
@@ -162,37 +226,52 @@ func (s *Server) StreamAggregatedResources(gs grpc.BidiStreamingServer[discovery
 }
 
 // sotwRequest records an ACK or NACK and the (new) subscription. It returns
-// the NACK it recorded, if any, for the caller to report outside the lock.
-func (s *Server) sotwRequest(st *stream, t typeIdx, req *discoveryv3.DiscoveryRequest) (nack *Nack) {
+// the NACK it recorded, if any, for the caller to report outside the lock,
+// or the status that ends a stream breaking a limit.
+func (s *Server) sotwRequest(st *stream, t typeIdx, req *discoveryv3.DiscoveryRequest) (nack *Nack, err error) {
 	w := &st.sotw[t]
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.node == "" && req.GetNode() != nil {
-		st.node = req.GetNode().GetId()
+	if err := s.identify(st, req.GetNode().GetId()); err != nil {
+		return nil, err
+	}
+	names := req.GetResourceNames()
+	if err := s.checkNames(st, names); err != nil {
+		return nil, err
 	}
 	if req.GetResponseNonce() != "" {
 		stale := false
 		nack, stale = s.sotwAckLocked(st, t, req)
 		if stale {
-			return nil
+			return nil, nil
 		}
 		defer s.broadcast()
 	}
-	names := req.GetResourceNames()
 	wildcard := t.wildcardable() && ((len(names) == 0 && (!w.subscribed || w.wildcard)) || slices.Contains(names, "*"))
-	w.subscribed, w.wildcard = true, wildcard
-	if wildcard {
-		w.names, w.key = nil, "*"
-		return nack
+	key, sorted := "*", []string(nil)
+	if !wildcard {
+		sorted = names
+		if !slices.IsSorted(sorted) || hasDup(sorted) {
+			sorted = slices.Compact(slices.Sorted(slices.Values(sorted)))
+		}
+		if slices.Equal(sorted, w.names) {
+			key, sorted = w.key, w.names
+		} else {
+			sorted = slices.Clone(sorted)
+			key = subscriptionKey(sorted)
+		}
 	}
-	if !slices.IsSorted(names) || hasDup(names) {
-		names = slices.Compact(slices.Sorted(slices.Values(names)))
+	if err := s.reserveNames(st, t, len(sorted), namesSize(sorted)); err != nil {
+		return nil, err
 	}
-	if !slices.Equal(names, w.names) {
-		w.names = slices.Clone(names)
-		w.key = strings.Join(w.names, "\n")
+	if !w.subscribed || key != w.key {
+		s.retainKey(t, key)
+		if w.subscribed {
+			s.releaseKey(t, w.key)
+		}
 	}
-	return nack
+	w.subscribed, w.wildcard, w.names, w.key = true, wildcard, sorted, key
+	return nack, nil
 }
 
 // sotwAckLocked records the ACK or NACK in req. A reply to an older
@@ -200,14 +279,25 @@ func (s *Server) sotwRequest(st *stream, t typeIdx, req *discoveryv3.DiscoveryRe
 // answer that one (xDS ignores stale nonces). Callers hold st.mu.
 func (s *Server) sotwAckLocked(st *stream, t typeIdx, req *discoveryv3.DiscoveryRequest) (nack *Nack, stale bool) {
 	w := &st.sotw[t]
-	if w.lastSent == nil || req.GetResponseNonce() != w.lastSent.nonce {
+	nonce := req.GetResponseNonce()
+	if w.lastSent == nil || nonce != w.lastSent.nonce {
+		if req.GetErrorDetail() != nil {
+			s.ignoreNack(st, t, nackUnknownNonce, nonce)
+		}
 		return nil, true
 	}
 	if d := req.GetErrorDetail(); d != nil {
 		// version_info in a NACK is the client's last good version; the
-		// rejected one is what we sent.
-		w.nacked = w.lastSent
-		w.nack = s.recordNack(st, t, w.lastSent.msg.GetVersionInfo(), w.lastSent.res, d.GetMessage(), req.GetResponseNonce())
+		// rejected one is what we sent. Only the resources this stream
+		// was sent and had not accepted before are blamed: a NACK cannot
+		// take back what the client already ACKed.
+		blamed := notAcked(w.lastSent.res, w.acked)
+		if len(blamed) == 0 {
+			s.ignoreNack(st, t, nackNothingNew, nonce)
+			return nil, false
+		}
+		w.nacked = blamed
+		w.nack = s.recordNack(st, t, w.lastSent.msg.GetVersionInfo(), blamed, d.GetMessage(), nonce)
 		return w.nack, false
 	}
 	w.acked, w.nacked, w.nack = w.lastSent, nil, nil
@@ -230,11 +320,11 @@ func (s *Server) sotwAckInline(st *stream, req *discoveryv3.DiscoveryRequest) bo
 	switch {
 	case !same:
 	case w.wildcard:
-		same = len(names) == 0 || slices.Contains(names, "*")
+		same = len(names) == 0 || (len(names) == 1 && names[0] == "*")
 	default:
 		same = slices.Equal(names, w.names)
 	}
-	if !same {
+	if !same || !st.identified {
 		st.mu.Unlock()
 		return false
 	}
@@ -248,6 +338,17 @@ func (s *Server) sotwAckInline(st *stream, req *discoveryv3.DiscoveryRequest) bo
 		s.opts.OnNack(*nack)
 	}
 	return true
+}
+
+// subscriptionKey names a sorted subscription in the response cache by a
+// hash: the key costs 32 bytes however long the names are.
+func subscriptionKey(sorted []string) string {
+	h := sha256.New()
+	for _, n := range sorted {
+		h.Write([]byte(n))
+		h.Write([]byte{0}) // not in names: separates them unambiguously
+	}
+	return string(h.Sum(nil))
 }
 
 func hasDup(sorted []string) bool {
@@ -300,7 +401,8 @@ func (s *Server) sotwSend(gs grpc.ServerStream, st *stream, t typeIdx) error {
 // recordNack counts and logs one NACK; the caller reports it through
 // OnNack after releasing st.mu. Callers hold st.mu.
 func (s *Server) recordNack(st *stream, t typeIdx, version string, res []*resource, detail, nonce string) *Nack {
-	n := &Nack{Node: st.node, Stream: st.id, TypeURL: typeURLs[t], Version: version, Detail: detail, Time: time.Now()}
+	detail = capDetail(detail)
+	n := &Nack{Node: st.node, Stream: st.id, TypeURL: typeURLs[t], Version: capDetail(version), Detail: detail, Time: time.Now()}
 	snap := s.snap.Load()
 	owners := map[string]bool{}
 	for _, r := range res {
@@ -315,6 +417,18 @@ func (s *Server) recordNack(st *stream, t typeIdx, version string, res []*resour
 	s.m.nacks.Inc()
 	s.log.Warn("xds nack", "stream", st.id, "node", st.node, "type", typeURLs[t], "nonce", nonce, "resources", n.Resources, "detail", detail)
 	return n
+}
+
+// Reasons of sluice_xds_nacks_ignored_total.
+const (
+	nackUnknownNonce = "unknown_nonce" // not the response last sent on this stream
+	nackNothingNew   = "nothing_new"   // only resources the stream had ACKed
+)
+
+// ignoreNack counts a NACK that is reported to no rollout.
+func (s *Server) ignoreNack(st *stream, t typeIdx, reason, nonce string) {
+	s.m.nacksIgnored.WithLabelValues(reason).Inc()
+	s.log.Debug("xds nack ignored", "stream", st.id, "node", st.node, "type", typeURLs[t], "nonce", capDetail(nonce), "reason", reason)
 }
 
 func ownsResource(ro *rolloutState, t typeIdx, name string) bool {

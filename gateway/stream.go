@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -19,11 +20,18 @@ type stream struct {
 
 	mu   sync.Mutex
 	node string
-	sotw [numTypes]sotwType
-	dlt  [numTypes]deltaType
+	// identified is set by the first request, which carries the node.
+	identified bool
+	// nameBytes are the bytes of the names subscribed per type, counted
+	// against Limits.SubscribedBytes.
+	nameBytes [numTypes]int64
+	sotw      [numTypes]sotwType
+	dlt       [numTypes]deltaType
 }
 
-func (s *Server) addStream(ctx context.Context, delta bool) *stream {
+// addStream registers a new stream, or refuses it when Limits.Streams are
+// open already.
+func (s *Server) addStream(ctx context.Context, delta bool) (*stream, error) {
 	st := &stream{delta: delta, shared: true}
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		for _, enc := range md.Get("grpc-encoding") {
@@ -37,6 +45,10 @@ func (s *Server) addStream(ctx context.Context, delta bool) *stream {
 		st.dlt[i].acked = map[string]uint64{}
 	}
 	s.mu.Lock()
+	if len(s.streams) >= s.limits.Streams {
+		s.mu.Unlock()
+		return nil, s.refuse(st, refusedStreams, codes.ResourceExhausted, "the server holds its limit of %d xDS streams", s.limits.Streams)
+	}
 	// The id is taken under the lock so WaitForAck's "streams newer than
 	// the last check" never misses one that is not in the map yet.
 	st.id = s.nextID.Add(1)
@@ -45,17 +57,39 @@ func (s *Server) addStream(ctx context.Context, delta bool) *stream {
 	s.mu.Unlock()
 	s.m.clients.Set(float64(n))
 	s.log.Debug("xds stream opened", "stream", st.id, "delta", delta)
-	return st
+	return st, nil
 }
 
+// dropStream unregisters a stream whose handler has returned, and gives
+// back what it held: its share of the subscribed names and its references
+// to cached responses.
 func (s *Server) dropStream(st *stream) {
 	s.mu.Lock()
 	delete(s.streams, st)
 	n := len(s.streams)
 	s.mu.Unlock()
 	s.m.clients.Set(float64(n))
+	s.releaseNames(st)
+	for t := range numTypes {
+		if w := &st.sotw[t]; w.subscribed {
+			s.releaseKey(t, w.key)
+		}
+	}
 	s.log.Debug("xds stream closed", "stream", st.id, "node", st.nodeID())
 	s.broadcast()
+}
+
+// identify checks the node of a stream's first request. Callers hold
+// st.mu.
+func (s *Server) identify(st *stream, node string) error {
+	if st.identified {
+		return nil
+	}
+	if err := s.checkNode(st, node); err != nil {
+		return err
+	}
+	st.identified, st.node = true, node
+	return nil
 }
 
 func (st *stream) nodeID() string {
@@ -109,7 +143,7 @@ func (st *stream) nacked(t typeIdx, name string, gen uint64) *Nack {
 	if w.nack == nil {
 		return nil
 	}
-	if r := w.nacked.find(name); r != nil && r.gen >= gen {
+	if r := findResource(w.nacked, name); r != nil && r.gen >= gen {
 		return w.nack
 	}
 	return nil

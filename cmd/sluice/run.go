@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/analysis"
 	"github.com/sluice-dev/sluice/controller/alert"
 	"github.com/sluice-dev/sluice/controller/daemon"
+	"github.com/sluice-dev/sluice/gateway"
 )
 
 type runOptions struct {
@@ -73,6 +74,13 @@ keys (lists for repeatable flags); flags on the command line win.`,
 	f.StringVar(&o.XDSTLS.CertFile, "xds-tls-cert", "", "TLS certificate for the xDS listener")
 	f.StringVar(&o.XDSTLS.KeyFile, "xds-tls-key", "", "TLS key for the xDS listener")
 	f.StringVar(&o.XDSTLS.ClientCAFile, "xds-client-ca", "", "CA that xDS clients' certificates must be signed by (mutual TLS)")
+	f.StringSliceVar(&o.XDSAllowedNodes, "xds-allowed-nodes", nil, "xDS node ids allowed to connect, as path.Match globs (comma-separated or repeated; default: all)")
+	f.Uint32Var(&o.XDSLimits.StreamsPerConnection, "xds-max-streams-per-connection", gateway.DefaultLimits.StreamsPerConnection, "xDS streams on one connection (HTTP/2 MAX_CONCURRENT_STREAMS)")
+	f.IntVar(&o.XDSLimits.Streams, "xds-max-streams", gateway.DefaultLimits.Streams, "xDS streams of all clients together")
+	f.IntVar(&o.XDSLimits.NamesPerRequest, "xds-max-names-per-request", gateway.DefaultLimits.NamesPerRequest, "resource names in one xDS request")
+	f.IntVar(&o.XDSLimits.NamesPerSubscription, "xds-max-names-per-subscription", gateway.DefaultLimits.NamesPerSubscription, "resource names one xDS stream subscribes to per type")
+	f.Int64Var(&o.XDSLimits.SubscribedBytes, "xds-max-subscribed-bytes", gateway.DefaultLimits.SubscribedBytes, "bytes of resource names subscribed by all xDS streams together")
+	f.IntVar(&o.XDSLimits.NameLength, "xds-max-name-length", gateway.DefaultLimits.NameLength, "bytes of one xDS resource name or node id")
 	f.StringVar(&o.GitAuth.Username, "git-username", "", "git username (HTTPS basic auth or SSH)")
 	f.StringVar(&o.GitAuth.PasswordFile, "git-password-file", "", "file holding the git password or token")
 	f.StringVar(&o.GitAuth.SSHKeyFile, "git-ssh-key-file", "", "SSH private key file")

@@ -73,6 +73,7 @@ func New(opts Options) (_ *Daemon, err error) {
 	if d.xdsLis, err = net.Listen("tcp", opts.XDSAddr); err != nil {
 		return nil, fmt.Errorf("xds listener: %w", err)
 	}
+	d.warnPlaintextXDS()
 	if d.httpLis, err = net.Listen("tcp", opts.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("http listener: %w", err)
 	}
@@ -83,7 +84,8 @@ func New(opts Options) (_ *Daemon, err error) {
 func (d *Daemon) build(reg *prometheus.Registry) error {
 	o := d.opts
 	var err error
-	if d.gateway, err = gateway.New(gateway.Options{Logger: d.log, Registry: reg, EnvoyPort: o.EnvoyPort, TLS: o.XDSTLS}); err != nil {
+	if d.gateway, err = gateway.New(gateway.Options{Logger: d.log, Registry: reg, EnvoyPort: o.EnvoyPort, TLS: o.XDSTLS,
+		Limits: o.XDSLimits, AllowedNodes: o.XDSAllowedNodes}); err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
 	sinks, err := alertSinks(o)
@@ -292,4 +294,15 @@ func (d *Daemon) close() {
 			d.log.Warn("close store", "err", err)
 		}
 	}
+}
+
+// warnPlaintextXDS warns when xDS is reachable from other hosts without
+// TLS: anyone who can connect reads every route and can NACK them.
+func (d *Daemon) warnPlaintextXDS() {
+	addr, ok := d.xdsLis.Addr().(*net.TCPAddr)
+	if d.opts.XDSTLS.CertFile != "" || !ok || addr.IP.IsLoopback() {
+		return
+	}
+	d.log.Warn("xDS is served without TLS on a non-loopback address: any host that can connect reads every route and can NACK rollouts; use --xds-tls-cert/--xds-tls-key with --xds-client-ca (mTLS), or --xds-addr 127.0.0.1:PORT",
+		"addr", addr.String())
 }

@@ -22,6 +22,11 @@ type Options struct {
 	HTTPAddr  string // HTTP API listen address
 	EnvoyPort uint32 // port of the sluice-http listener for Envoy
 	XDSTLS    gateway.TLSOptions
+	// XDSLimits bound what xDS peers can make the daemon hold (zero
+	// fields: gateway.DefaultLimits).
+	XDSLimits gateway.Limits
+	// XDSAllowedNodes are node-id patterns (path.Match); empty allows all.
+	XDSAllowedNodes []string
 
 	GitAuth           gitwatch.Auth
 	WebhookSecretFile string
