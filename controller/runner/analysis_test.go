@@ -86,7 +86,7 @@ func TestRealAnalysis(t *testing.T) {
 	}
 
 	e.do(checkout, rollout.Change{Commit: "3333333", Rollout: withBackground(spec(checkout, "v3", steps...))})
-	s = e.waitState(checkout, "v3 aborted", func(s rollout.State) bool { return s.Aborted })
+	s = e.waitState(checkout, "v3 aborted", func(s rollout.State) bool { return s.Aborted && s.Settle == nil })
 	if s.Phase != rollout.PhaseDegraded || s.Weights != api.CanaryWeights(0) || s.StableVersion != "v1" || !strings.Contains(s.Message, "0.5") {
 		t.Fatalf("v3: %s %+v stable %s: %s", s.Phase, s.Weights, s.StableVersion, s.Message)
 	}
