@@ -19,9 +19,20 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 		k := api.ParseKey(s)
 		only = &k
 	}
+	if !h.streams.take() {
+		h.refused.WithLabelValues(refusedEventStreamsFull).Inc()
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, fmt.Errorf("%d event streams open: try again later", h.limits.MaxEventStreams))
+		return
+	}
+	defer h.streams.release()
 	rc := http.NewResponseController(w)
-	// The server's write timeout, if any, must not cut a long-lived stream.
+	// The server's timeouts must not cut a long-lived stream. The read
+	// deadline matters too: the server keeps a read pending on the
+	// connection while the handler runs, and its timing out would cancel
+	// the request's context.
 	_ = rc.SetWriteDeadline(time.Time{})
+	_ = rc.SetReadDeadline(time.Time{})
 	ctx := r.Context()
 	ch := h.backend.Subscribe(ctx)
 
