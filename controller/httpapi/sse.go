@@ -12,7 +12,7 @@ import (
 // events serves GET /api/v1/events as server-sent events: one "data:" line
 // holding one Event as JSON per event, its Seq as the SSE id, and a comment
 // line every heartbeat. ?rollout=ns/name (or name) limits the stream to one
-// rollout.
+// rollout. Beyond Limits.MaxEventStreams open streams it answers 503.
 func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	var only *api.Key
 	if s := r.URL.Query().Get("rollout"); s != "" {
@@ -27,12 +27,10 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	}
 	defer h.streams.release()
 	rc := http.NewResponseController(w)
-	// The server's timeouts must not cut a long-lived stream. The read
-	// deadline matters too: the server keeps a read pending on the
-	// connection while the handler runs, and its timing out would cancel
-	// the request's context.
+	// The server's write timeout must not cut a long-lived stream. (Its
+	// read timeout does not: net/http clears the read deadline once the
+	// request body is read.)
 	_ = rc.SetWriteDeadline(time.Time{})
-	_ = rc.SetReadDeadline(time.Time{})
 	ctx := r.Context()
 	ch := h.backend.Subscribe(ctx)
 
