@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/gateway"
 	"github.com/sluice-dev/sluice/gitwatch"
 )
@@ -21,6 +22,14 @@ type Options struct {
 	HTTPAddr  string // HTTP API listen address
 	EnvoyPort uint32 // port of the sluice-http listener for Envoy
 	XDSTLS    gateway.TLSOptions
+
+	// InsecureAPI allows an HTTPAddr (default DefaultHTTPAddr) reachable
+	// from the network without APITokenFile: anyone who can connect may
+	// then promote and abort.
+	InsecureAPI bool
+	// HTTPLimits bound the HTTP server: timeouts, concurrent webhooks,
+	// event streams (httpapi.DefaultLimits when zero).
+	HTTPLimits httpapi.Limits
 
 	GitAuth           gitwatch.Auth
 	WebhookSecretFile string
@@ -39,6 +48,10 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// DefaultHTTPAddr keeps the API, whose write calls move traffic, off the
+// network unless asked for.
+const DefaultHTTPAddr = "127.0.0.1:8080"
+
 func (o *Options) defaults() error {
 	if o.Repo == "" {
 		o.Repo = "."
@@ -53,7 +66,7 @@ func (o *Options) defaults() error {
 		o.XDSAddr = ":18000"
 	}
 	if o.HTTPAddr == "" {
-		o.HTTPAddr = ":8080"
+		o.HTTPAddr = DefaultHTTPAddr
 	}
 	if o.EnvoyPort == 0 {
 		o.EnvoyPort = 10000
