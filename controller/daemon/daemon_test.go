@@ -309,6 +309,9 @@ func TestPersistedSpecDiffsUnchanged(t *testing.T) {
 // (with what was opened closed again), never a panic.
 func TestNewReportsErrors(t *testing.T) {
 	busy := listen(t)
+	// Closing it at the end also keeps it reachable: a listener nobody
+	// references is closed by its finalizer, freeing the port mid-test.
+	t.Cleanup(func() { busy.Close() })
 	dir := t.TempDir()
 	tests := []struct {
 		name string
