@@ -1,9 +1,14 @@
 # Packages whose code runs goroutines: their tests run with the race detector.
 RACE_PKGS := ./gitwatch/... ./gateway/... ./analysis/... ./controller/... ./cmd/sluice/internal/...
 
-.PHONY: test deps vet lint unit race bench soak
+.PHONY: test deps vet lint unit race bench soak fuzz fuzz-short
 
-test: deps vet unit race
+# Time per fuzz target: `make fuzz` (FUZZTIME) and the short run in `make
+# test` (FUZZTIME_SHORT). Every func Fuzz* in the repository is run.
+FUZZTIME ?= 30s
+FUZZTIME_SHORT ?= 5s
+
+test: deps vet unit race fuzz-short
 
 deps:
 	hack/test-deps.sh
@@ -43,3 +48,9 @@ bench: deps
 # then a flake table per test; see hack/soak.sh.
 soak: deps
 	SOAK_RACE_PKGS="$(RACE_PKGS)" hack/soak.sh
+
+fuzz:
+	hack/fuzz.sh $(FUZZTIME)
+
+fuzz-short:
+	hack/fuzz.sh $(FUZZTIME_SHORT)

@@ -1,12 +1,14 @@
 package gitwatch
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -17,9 +19,11 @@ const MaxHookBody = 1 << 20
 
 // hookKind verifies and reads one forge's webhooks.
 type hookKind struct {
-	// verify checks the request's signature or token against secret, in
-	// constant time. It runs before the body is parsed.
-	verify func(h http.Header, body, secret []byte) bool
+	// credential checks what the headers alone can prove, before any of
+	// the body is read. A signature kind returns the HMAC-SHA256 the body
+	// must hash to; a token kind compares the token (in constant time) and
+	// returns a nil MAC. ok is false when the request cannot be genuine.
+	credential func(h http.Header, secret []byte) (mac []byte, ok bool)
 	// push says whether the request is a push event.
 	push func(h http.Header) bool
 }
@@ -29,27 +33,26 @@ func lookupHook(name string) (hookKind, bool) {
 	switch name {
 	case "github":
 		return hookKind{
-			verify: func(h http.Header, body, secret []byte) bool {
-				sig, ok := strings.CutPrefix(h.Get("X-Hub-Signature-256"), "sha256=")
-				return ok && checkHMAC(sig, body, secret)
+			credential: func(h http.Header, _ []byte) ([]byte, bool) {
+				return prefixedMAC(h.Get("X-Hub-Signature-256"))
 			},
 			push: func(h http.Header) bool { return h.Get("X-GitHub-Event") == "push" },
 		}, true
 	case "gitlab":
 		return hookKind{
-			verify: func(h http.Header, _, secret []byte) bool {
+			credential: func(h http.Header, secret []byte) ([]byte, bool) {
 				// A shared token, not a signature: compare digests so the
 				// comparison takes the same time whatever the lengths.
-				got := sha256.Sum256([]byte(h.Get("X-Gitlab-Token")))
-				want := sha256.Sum256(secret)
-				return h.Get("X-Gitlab-Token") != "" && subtle.ConstantTimeCompare(got[:], want[:]) == 1
+				tok := h.Get("X-Gitlab-Token")
+				got, want := sha256.Sum256([]byte(tok)), sha256.Sum256(secret)
+				return nil, tok != "" && subtle.ConstantTimeCompare(got[:], want[:]) == 1
 			},
 			push: func(h http.Header) bool { return h.Get("X-Gitlab-Event") == "Push Hook" },
 		}, true
 	case "gitea":
 		return hookKind{
-			verify: func(h http.Header, body, secret []byte) bool {
-				return checkHMAC(h.Get("X-Gitea-Signature"), body, secret)
+			credential: func(h http.Header, _ []byte) ([]byte, bool) {
+				return decodeMAC(h.Get("X-Gitea-Signature"))
 			},
 			push: func(h http.Header) bool {
 				e := h.Get("X-Gitea-Event")
@@ -58,9 +61,8 @@ func lookupHook(name string) (hookKind, bool) {
 		}, true
 	case "generic":
 		return hookKind{
-			verify: func(h http.Header, body, secret []byte) bool {
-				sig, ok := strings.CutPrefix(h.Get("X-Signature"), "sha256=")
-				return ok && checkHMAC(sig, body, secret)
+			credential: func(h http.Header, _ []byte) ([]byte, bool) {
+				return prefixedMAC(h.Get("X-Signature"))
 			},
 			push: func(http.Header) bool { return true },
 		}, true
@@ -68,22 +70,61 @@ func lookupHook(name string) (hookKind, bool) {
 	return hookKind{}, false
 }
 
-// checkHMAC compares a hex HMAC-SHA256 of body with sig in constant time.
-func checkHMAC(sig string, body, secret []byte) bool {
-	got, err := hex.DecodeString(sig)
-	if err != nil || len(got) != sha256.Size {
-		return false
+// prefixedMAC decodes a "sha256=<hex>" signature header.
+func prefixedMAC(v string) ([]byte, bool) {
+	sig, ok := strings.CutPrefix(v, "sha256=")
+	if !ok {
+		return nil, false
+	}
+	return decodeMAC(sig)
+}
+
+// decodeMAC decodes a hex HMAC-SHA256; anything else cannot match.
+func decodeMAC(sig string) ([]byte, bool) {
+	mac, err := hex.DecodeString(sig)
+	if err != nil || len(mac) != sha256.Size {
+		return nil, false
+	}
+	return mac, true
+}
+
+// Reasons readVerified gives for not returning a body.
+var (
+	errHookTooLarge = errors.New("body over 1 MiB")
+	errHookBadMAC   = errors.New("bad or missing signature")
+)
+
+// readVerified reads the body, at most MaxHookBody bytes, hashing it as it
+// arrives, and returns it only when it hashes to want (a nil want means
+// the kind's token was checked already). Nothing parses the body before
+// this returns it.
+func readVerified(rw http.ResponseWriter, r *http.Request, secret, want []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength)) // at most MaxHookBody: checked before
 	}
 	mac := hmac.New(sha256.New, secret)
-	mac.Write(body)
-	return hmac.Equal(got, mac.Sum(nil))
+	_, err := buf.ReadFrom(io.TeeReader(http.MaxBytesReader(rw, r.Body, MaxHookBody), mac))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, errHookTooLarge
+	case err != nil:
+		return nil, fmt.Errorf("read body: %w", err)
+	case want != nil && !hmac.Equal(want, mac.Sum(nil)):
+		return nil, errHookBadMAC
+	}
+	return buf.Bytes(), nil
 }
 
 // Handler serves POST /hook/{type} (github, gitlab, gitea, generic); mount
-// it on "/hook/". Order of checks: size (413), signature or token (401,
-// nothing parsed or fetched), then the event and branch (202 either way;
-// only a push to the watched branch triggers a fetch). Concurrent hooks
-// coalesce into one fetch.
+// it on "/hook/". Order of checks: declared size (413); token, or a
+// well-formed signature header (401, before the body is read); the body,
+// read within 1 MiB (413) and hashed as it arrives, against the signature
+// (401, nothing parsed or fetched); then the event and branch (202 either
+// way; only a push to the watched branch triggers a fetch). Concurrent
+// hooks coalesce into one fetch. The caller bounds how many are served at
+// once and how long a body may take (httpapi.Limits).
 func (w *Watcher) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /hook/{type}", w.serveHook)
@@ -102,22 +143,26 @@ func (w *Watcher) serveHook(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.ContentLength > MaxHookBody {
-		reply(rw, http.StatusRequestEntityTooLarge, "error", "body over 1 MiB")
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, MaxHookBody))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			reply(rw, http.StatusRequestEntityTooLarge, "error", "body over 1 MiB")
-			return
-		}
-		reply(rw, http.StatusBadRequest, "error", "cannot read body")
+		reply(rw, http.StatusRequestEntityTooLarge, "error", errHookTooLarge.Error())
 		return
 	}
 	secret := w.cfg.WebhookSecret
-	if len(secret) == 0 || !kind.verify(r.Header, body, secret) {
-		reply(rw, http.StatusUnauthorized, "error", "bad or missing signature")
+	want, ok := kind.credential(r.Header, secret)
+	if len(secret) == 0 || !ok {
+		// Refused on the headers alone: the body is not even read.
+		reply(rw, http.StatusUnauthorized, "error", errHookBadMAC.Error())
+		return
+	}
+	body, err := readVerified(rw, r, secret, want)
+	switch {
+	case errors.Is(err, errHookTooLarge):
+		reply(rw, http.StatusRequestEntityTooLarge, "error", err.Error())
+		return
+	case errors.Is(err, errHookBadMAC):
+		reply(rw, http.StatusUnauthorized, "error", err.Error())
+		return
+	case err != nil:
+		reply(rw, http.StatusBadRequest, "error", "cannot read body")
 		return
 	}
 	if !kind.push(r.Header) {

@@ -5,6 +5,8 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -125,6 +127,48 @@ func TestHookHandler(t *testing.T) {
 	}
 }
 
+// countingBody is a request body that counts the bytes read from it.
+type countingBody struct {
+	r    io.Reader
+	read int
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.read += n
+	return n, err
+}
+
+// TestForgedHookBodyIsNotRead: a request whose token is wrong or whose
+// signature header cannot be a signature is refused on its headers, before
+// any of its (up to 1 MiB) body is read.
+func TestForgedHookBodyIsNotRead(t *testing.T) {
+	tests := []struct{ kind, header, value string }{
+		{"github", "X-Hub-Signature-256", ""},
+		{"github", "X-Hub-Signature-256", "sha256=not-hex"},
+		{"github", "X-Hub-Signature-256", "sha256=00"},
+		{"gitlab", "X-Gitlab-Token", "wrong-token"},
+		{"gitlab", "X-Gitlab-Token", ""},
+		{"gitea", "X-Gitea-Signature", "sha256=" + sign([]byte("x"))},
+		{"generic", "X-Signature", sign([]byte("x"))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.kind+" "+tt.value, func(t *testing.T) {
+			body := &countingBody{r: bytes.NewReader(bytes.Repeat([]byte("x"), MaxHookBody-1))}
+			r := httptest.NewRequest(http.MethodPost, "/hook/"+tt.kind, body)
+			r.Header.Set(tt.header, tt.value)
+			rec := httptest.NewRecorder()
+			hookWatcher(t, hookSecret).Handler().ServeHTTP(rec, r)
+			if rec.Code != http.StatusUnauthorized {
+				t.Errorf("code %d, want 401", rec.Code)
+			}
+			if body.read != 0 {
+				t.Errorf("%d body bytes read before the request was refused, want 0", body.read)
+			}
+		})
+	}
+}
+
 func TestTriggerCoalesces(t *testing.T) {
 	w := hookWatcher(t, hookSecret)
 	var wg sync.WaitGroup
@@ -223,17 +267,59 @@ func TestHookFetchesAtOnce(t *testing.T) {
 	}
 }
 
-// FuzzHook throws arbitrary requests at the handler: it must never panic,
-// never answer 5xx, and never fetch unless the request was validly signed.
+// FuzzHook throws arbitrary requests at the handler, for every forge: it
+// must never panic, never answer 5xx, refuse every request whose signature
+// or token is wrong (401, or 413 for a body too large to check), and fetch
+// only for a genuine push to the watched branch.
 func FuzzHook(f *testing.F) {
 	signed := []byte(`{"ref":"refs/heads/main"}`)
-	f.Add("github", "sha256="+sign(signed), "push", signed)
-	f.Add("generic", "sha256="+sign(signed), "", signed)
-	f.Add("gitlab", hookSecret, "Push Hook", signed)
-	f.Add("gitea", sign(signed), "push", signed)
-	f.Add("github", "sha256=00", "push", []byte(`{"ref":1}`))
-	f.Add("generic", "", "", []byte{0xff, 0x00})
-	f.Add("../x", "sha256=zz", "push", []byte(`[]`))
+	mac := sign(signed)
+	huge := strings.Repeat("a", 64<<10)
+	atLimit := append([]byte(`{"ref":"refs/heads/main","pad":"`), bytes.Repeat([]byte("x"), MaxHookBody-36)...)
+	atLimit = append(atLimit, `"}`...)
+	overLimit := append(bytes.Clone(atLimit[:len(atLimit)-2]), `xx"}`...)
+	seeds := []struct {
+		kind, sig, event string
+		body             []byte
+	}{
+		// Genuine pushes, one per forge.
+		{"github", "sha256=" + mac, "push", signed},
+		{"generic", "sha256=" + mac, "", signed},
+		{"gitlab", hookSecret, "Push Hook", signed},
+		{"gitea", mac, "push", signed},
+		// Signatures that are almost right.
+		{"github", "sha256=" + strings.ToUpper(mac), "push", signed},
+		{"github", "sha256=" + mac + " ", "push", signed},
+		{"github", mac, "push", signed},
+		{"gitea", "sha256=" + mac, "push", signed},
+		{"generic", "sha256=sha256=" + mac, "", signed},
+		{"generic", "sha256=" + mac[:63], "", signed},
+		{"generic", "sha256=" + mac + "00", "", signed},
+		{"generic", "sha256=" + sign(append(bytes.Clone(signed), ' ')), "", signed},
+		{"gitlab", hookSecret + "\n", "Push Hook", signed},
+		{"gitlab", " " + hookSecret, "Push Hook", signed},
+		{"gitlab", "", "Push Hook", signed},
+		{"github", "sha256=00", "push", []byte(`{"ref":1}`)},
+		{"generic", "", "", []byte{0xff, 0x00}},
+		// Huge headers and bodies.
+		{"github", "sha256=" + huge, "push", signed},
+		{"gitlab", huge, huge, signed},
+		{"generic", "sha256=" + sign(atLimit), "", atLimit},
+		{"generic", "sha256=" + sign(overLimit), "", overLimit},
+		// Genuine signatures over hostile bodies.
+		{"generic", "sha256=" + sign([]byte(`[]`)), "", []byte(`[]`)},
+		{"generic", "sha256=" + sign([]byte(`{"ref":{"a":1}}`)), "", []byte(`{"ref":{"a":1}}`)},
+		{"generic", "sha256=" + sign(bytes.Repeat([]byte("["), 20000)), "", bytes.Repeat([]byte("["), 20000)},
+		{"github", "sha256=" + sign([]byte(`{"ref":"refs/heads/main","ref":"refs/heads/x"}`)), "push", []byte(`{"ref":"refs/heads/main","ref":"refs/heads/x"}`)},
+		{"github", "sha256=" + mac, "ping", signed},
+		// Paths that are not a forge.
+		{"../x", "sha256=zz", "push", []byte(`[]`)},
+		{"GitHub", "sha256=" + mac, "push", signed},
+		{"github/../generic", "sha256=" + mac, "push", signed},
+	}
+	for _, s := range seeds {
+		f.Add(s.kind, s.sig, s.event, s.body)
+	}
 	f.Fuzz(func(t *testing.T, kind, sig, event string, body []byte) {
 		w := hookWatcher(t, hookSecret)
 		r := httptest.NewRequest(http.MethodPost, "/hook/x", bytes.NewReader(body))
@@ -249,12 +335,47 @@ func FuzzHook(f *testing.F) {
 		if rec.Code >= 500 {
 			t.Fatalf("code %d", rec.Code)
 		}
+		genuine, known := genuineHook(kind, sig, body)
+		if known && !genuine && rec.Code != http.StatusUnauthorized && rec.Code != http.StatusRequestEntityTooLarge {
+			t.Fatalf("%s hook with a wrong signature %q answered %d, want 401", kind, sig, rec.Code)
+		}
 		if w.triggers.Load() == 0 {
 			return
 		}
-		validSig := checkHMAC(strings.TrimPrefix(sig, "sha256="), body, []byte(hookSecret)) || sig == hookSecret
-		if !validSig {
+		if !genuine {
 			t.Fatalf("unsigned request (kind %q, sig %q) triggered a fetch", kind, sig)
 		}
+		var p struct{ Ref any }
+		if json.Unmarshal(body, &p) != nil || p.Ref != "refs/heads/main" {
+			t.Fatalf("a hook for %v triggered a fetch of main", p.Ref)
+		}
 	})
+}
+
+// genuineHook is the test's own reading of the forges' rules: whether sig
+// is what kind's forge would send for body with hookSecret, and whether
+// kind names a forge at all.
+func genuineHook(kind, sig string, body []byte) (genuine, known bool) {
+	hexMatches := func(s string) bool {
+		got, err := hex.DecodeString(s)
+		return err == nil && hmac.Equal(got, []byte(mustHex(sign(body))))
+	}
+	switch kind {
+	case "github", "generic":
+		rest, ok := strings.CutPrefix(sig, "sha256=")
+		return ok && hexMatches(rest), true
+	case "gitea":
+		return hexMatches(sig), true
+	case "gitlab":
+		return sig == hookSecret, true
+	}
+	return false, false
+}
+
+func mustHex(s string) string {
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }

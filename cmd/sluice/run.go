@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-dev/sluice/controller/alert"
 	"github.com/sluice-dev/sluice/controller/daemon"
 	"github.com/sluice-dev/sluice/gateway"
+	"github.com/sluice-dev/sluice/controller/httpapi"
 )
 
 type runOptions struct {
@@ -60,7 +61,16 @@ keys (lists for repeatable flags); flags on the command line win.`,
 	f.DurationVar(&o.Interval, "interval", 0, "poll interval (default 30s)")
 	f.StringVar(&o.StateDir, "state-dir", ".sluice", "directory for the store and the git cache")
 	f.StringVar(&o.XDSAddr, "xds-addr", ":18000", "xDS (ADS) listen address")
-	f.StringVar(&o.HTTPAddr, "http-addr", ":8080", "HTTP API listen address")
+	f.StringVar(&o.HTTPAddr, "http-addr", daemon.DefaultHTTPAddr, "HTTP API listen address; beyond loopback it needs --api-token-file or --insecure-api")
+	f.BoolVar(&o.InsecureAPI, "insecure-api", false, "allow --http-addr beyond loopback without --api-token-file: anyone on the network can promote and abort")
+	lim := httpapi.DefaultLimits()
+	f.DurationVar(&o.HTTPLimits.ReadHeaderTimeout, "http-read-header-timeout", lim.ReadHeaderTimeout, "time a client has to send the request headers")
+	f.DurationVar(&o.HTTPLimits.ReadTimeout, "http-read-timeout", lim.ReadTimeout, "time a client has to send a whole request, body included")
+	f.DurationVar(&o.HTTPLimits.WriteTimeout, "http-write-timeout", lim.WriteTimeout, "time to answer a request (event streams are exempt)")
+	f.DurationVar(&o.HTTPLimits.IdleTimeout, "http-idle-timeout", lim.IdleTimeout, "how long an idle keep-alive connection stays open")
+	f.IntVar(&o.HTTPLimits.MaxHeaderBytes, "http-max-header-bytes", lim.MaxHeaderBytes, "largest request line and headers, in bytes")
+	f.IntVar(&o.HTTPLimits.MaxWebhooks, "http-max-webhooks", lim.MaxWebhooks, "webhooks served at once; more are answered 503")
+	f.IntVar(&o.HTTPLimits.MaxEventStreams, "http-max-event-streams", lim.MaxEventStreams, "open /api/v1/events streams; more are answered 503")
 	f.Uint32Var(&o.EnvoyPort, "envoy-port", 10000, "port of the sluice-http listener served to Envoy")
 	f.StringVar(&o.WebhookSecretFile, "webhook-secret-file", "", "file holding the git webhook secret")
 	f.StringVar(&o.APITokenFile, "api-token-file", "", "file holding the bearer token required by API write calls")

@@ -77,7 +77,33 @@ func New(opts Options) (_ *Daemon, err error) {
 	if d.httpLis, err = net.Listen("tcp", opts.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("http listener: %w", err)
 	}
+	if err := d.checkAPIExposure(); err != nil {
+		return nil, err
+	}
 	return d, nil
+}
+
+// checkAPIExposure refuses an API that anyone on the network could drive:
+// a listener beyond loopback with no token, unless InsecureAPI says so,
+// which is then logged loudly. It looks at the bound address, so ":8080",
+// "0.0.0.0:8080" and host names that resolve off loopback are all caught.
+func (d *Daemon) checkAPIExposure() error {
+	if d.opts.APITokenFile != "" || onLoopback(d.httpLis.Addr()) {
+		return nil
+	}
+	if !d.opts.InsecureAPI {
+		return fmt.Errorf("http api on %s (--http-addr %q) is reachable from the network and has no token: "+
+			"give --api-token-file, or bind --http-addr to 127.0.0.1, or accept the risk with --insecure-api", d.httpLis.Addr(), d.opts.HTTPAddr)
+	}
+	d.log.Warn("INSECURE API: --insecure-api is set and there is no --api-token-file; anyone on the network who can reach "+
+		"the HTTP API can promote, abort, pause and resume rollouts", "http", d.httpLis.Addr().String())
+	return nil
+}
+
+// onLoopback says whether a bound address accepts loopback connections only.
+func onLoopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }
 
 // build wires the parts together.
@@ -143,7 +169,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 		}
 	}
 	d.backend = &backend{runner: d.runner, broker: broker}
-	d.api, err = httpapi.New(httpapi.Options{Backend: d.backend, Ready: d.ready, Registry: reg, Token: token, Hook: d.watcher.Handler(), Logger: d.log})
+	d.api, err = httpapi.New(httpapi.Options{Backend: d.backend, Ready: d.ready, Registry: reg, Token: token, Hook: d.watcher.Handler(), Limits: o.HTTPLimits, Logger: d.log})
 	if err != nil {
 		return fmt.Errorf("http api: %w", err)
 	}
@@ -240,9 +266,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 }
 
 func (d *Daemon) serveHTTP(ctx context.Context) error {
-	srv := &http.Server{Handler: d.api, ReadHeaderTimeout: 10 * time.Second}
-	// Event streams never end on their own: close them so Shutdown returns.
-	srv.RegisterOnShutdown(d.api.CloseStreams)
+	srv := d.api.NewServer()
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)

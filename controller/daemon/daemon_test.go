@@ -309,6 +309,9 @@ func TestPersistedSpecDiffsUnchanged(t *testing.T) {
 // (with what was opened closed again), never a panic.
 func TestNewReportsErrors(t *testing.T) {
 	busy := listen(t)
+	// Closing it at the end also keeps it reachable: a listener nobody
+	// references is closed by its finalizer, freeing the port mid-test.
+	t.Cleanup(func() { busy.Close() })
 	dir := t.TempDir()
 	tests := []struct {
 		name string
@@ -342,6 +345,67 @@ func TestNewReportsErrors(t *testing.T) {
 				t.Fatalf("state dir left locked: %v", err)
 			}
 			d.close()
+		})
+	}
+}
+
+// TestAPIExposure: the API binds to loopback by default; bound anywhere
+// else it needs a token, or --insecure-api, which is then logged as a
+// warning.
+func TestAPIExposure(t *testing.T) {
+	var o Options
+	if err := o.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	if o.HTTPAddr != "127.0.0.1:8080" {
+		t.Errorf("default HTTP address %q, want 127.0.0.1:8080", o.HTTPAddr)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cr3t\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		addr     string
+		token    string
+		insecure bool
+		wantErr  string // "" means New succeeds
+		wantWarn bool
+	}{
+		{name: "loopback IP", addr: "127.0.0.1:0"},
+		{name: "localhost", addr: "localhost:0"},
+		{name: "all interfaces", addr: ":0", wantErr: "--api-token-file"},
+		{name: "0.0.0.0", addr: "0.0.0.0:0", wantErr: "reachable from the network"},
+		{name: "all interfaces with a token", addr: ":0", token: tokenFile},
+		{name: "all interfaces, insecure", addr: ":0", insecure: true, wantWarn: true},
+		{name: "0.0.0.0, insecure", addr: "0.0.0.0:0", insecure: true, wantWarn: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs strings.Builder
+			d, err := New(Options{
+				Repo: t.TempDir(), StateDir: filepath.Join(t.TempDir(), "state"),
+				XDSAddr: "127.0.0.1:0", HTTPAddr: tt.addr, APITokenFile: tt.token, InsecureAPI: tt.insecure,
+				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			})
+			if tt.wantErr != "" {
+				if err == nil {
+					d.close()
+					t.Fatalf("New on %s without a token succeeded, want an error containing %q", tt.addr, tt.wantErr)
+				}
+				if !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "--insecure-api") {
+					t.Fatalf("error %q does not name %q and --insecure-api", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("New on %s: %v", tt.addr, err)
+			}
+			d.close()
+			warned := strings.Contains(logs.String(), "level=WARN") && strings.Contains(logs.String(), "anyone on the network") && strings.Contains(logs.String(), "promote")
+			if warned != tt.wantWarn {
+				t.Errorf("warned %v, want %v; log:\n%s", warned, tt.wantWarn, logs.String())
+			}
 		})
 	}
 }

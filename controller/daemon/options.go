@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/gateway"
 	"github.com/sluice-dev/sluice/gitwatch"
 )
@@ -27,6 +28,14 @@ type Options struct {
 	XDSLimits gateway.Limits
 	// XDSAllowedNodes are node-id patterns (path.Match); empty allows all.
 	XDSAllowedNodes []string
+
+	// InsecureAPI allows an HTTPAddr (default DefaultHTTPAddr) reachable
+	// from the network without APITokenFile: anyone who can connect may
+	// then promote and abort.
+	InsecureAPI bool
+	// HTTPLimits bound the HTTP server: timeouts, concurrent webhooks,
+	// event streams (httpapi.DefaultLimits when zero).
+	HTTPLimits httpapi.Limits
 
 	GitAuth           gitwatch.Auth
 	WebhookSecretFile string
@@ -66,6 +75,10 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// DefaultHTTPAddr keeps the API, whose write calls move traffic, off the
+// network unless asked for.
+const DefaultHTTPAddr = "127.0.0.1:8080"
+
 func (o *Options) defaults() error {
 	if o.Repo == "" {
 		o.Repo = "."
@@ -80,7 +93,7 @@ func (o *Options) defaults() error {
 		o.XDSAddr = ":18000"
 	}
 	if o.HTTPAddr == "" {
-		o.HTTPAddr = ":8080"
+		o.HTTPAddr = DefaultHTTPAddr
 	}
 	if o.EnvoyPort == 0 {
 		o.EnvoyPort = 10000

@@ -39,7 +39,11 @@ type Options struct {
 	// MaxBodyBytes bounds the body of API write calls (default 64 KiB);
 	// commands carry no body, so anything large is refused with 413.
 	MaxBodyBytes int64
-	Logger       *slog.Logger
+	// Limits bound what clients can hold: the server timeouts (applied by
+	// NewServer), concurrent webhooks and event streams. Refusals are
+	// counted in sluice_http_refused_total{reason} on Registry.
+	Limits Limits
+	Logger *slog.Logger
 }
 
 // Handler is the HTTP API. It is safe for concurrent use.
@@ -50,6 +54,9 @@ type Handler struct {
 	token     *tokenChecker
 	heartbeat time.Duration
 	maxBody   int64
+	limits    Limits
+	refused   *prometheus.CounterVec
+	streams   streamSlots
 	log       *slog.Logger
 	// closing ends every event stream: http.Server.Shutdown waits for
 	// requests to finish, and a stream never does on its own.
@@ -79,6 +86,11 @@ func New(opts Options) (*Handler, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	opts.Limits = opts.Limits.withDefaults()
+	refused, err := newRefused(opts.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
 	h := &Handler{
 		mux:       http.NewServeMux(),
 		backend:   opts.Backend,
@@ -86,6 +98,9 @@ func New(opts Options) (*Handler, error) {
 		token:     newTokenChecker(opts.Token),
 		heartbeat: opts.Heartbeat,
 		maxBody:   opts.MaxBodyBytes,
+		limits:    opts.Limits,
+		refused:   refused,
+		streams:   make(streamSlots, opts.Limits.MaxEventStreams),
 		log:       opts.Logger,
 		closing:   make(chan struct{}),
 	}
@@ -98,7 +113,7 @@ func New(opts Options) (*Handler, error) {
 	h.mux.HandleFunc("POST /api/v1/rollouts/{namespace}/{name}/{command}", h.command)
 	h.mux.HandleFunc("GET /api/v1/events", h.events)
 	if opts.Hook != nil {
-		h.mux.Handle("/hook/", opts.Hook)
+		h.mux.Handle("/hook/", h.limitHooks(opts.Hook))
 	}
 	return h, nil
 }

@@ -12,15 +12,24 @@ import (
 // events serves GET /api/v1/events as server-sent events: one "data:" line
 // holding one Event as JSON per event, its Seq as the SSE id, and a comment
 // line every heartbeat. ?rollout=ns/name (or name) limits the stream to one
-// rollout.
+// rollout. Beyond Limits.MaxEventStreams open streams it answers 503.
 func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	var only *api.Key
 	if s := r.URL.Query().Get("rollout"); s != "" {
 		k := api.ParseKey(s)
 		only = &k
 	}
+	if !h.streams.take() {
+		h.refused.WithLabelValues(refusedEventStreamsFull).Inc()
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, fmt.Errorf("%d event streams open: try again later", h.limits.MaxEventStreams))
+		return
+	}
+	defer h.streams.release()
 	rc := http.NewResponseController(w)
-	// The server's write timeout, if any, must not cut a long-lived stream.
+	// The server's write timeout must not cut a long-lived stream. (Its
+	// read timeout does not: net/http clears the read deadline once the
+	// request body is read.)
 	_ = rc.SetWriteDeadline(time.Time{})
 	ctx := r.Context()
 	ch := h.backend.Subscribe(ctx)
