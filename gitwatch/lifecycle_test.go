@@ -212,7 +212,8 @@ func TestRepoForms(t *testing.T) {
 	}{
 		{repo: "git@github.com:org/repo.git", protocol: "ssh", display: "ssh://github.com/org/repo.git"},
 		{repo: "ssh://git@example.com:2222/org/repo.git", protocol: "ssh", display: "ssh://example.com:2222/org/repo.git"},
-		{repo: "https://token-user@example.com/org/repo.git", protocol: "https", display: "https://example.com/org/repo.git"},
+		{repo: "https://example.com/org/repo.git?ref=x#frag", protocol: "https", display: "https://example.com/org/repo.git"},
+		{repo: "ssh://deploy@example.com/org/repo.git", protocol: "ssh", display: "ssh://example.com/org/repo.git"},
 		{repo: "file:///srv/git/repo.git", protocol: "file", display: "file:///srv/git/repo.git"},
 		{repo: "/srv/git/repo.git", protocol: "file", display: "file:///srv/git/repo.git"},
 	}
@@ -238,6 +239,10 @@ func TestOptionsValidation(t *testing.T) {
 		{name: "no repo", opts: Options{CacheDir: "/c"}, want: "repo is required"},
 		{name: "no cache", opts: Options{Repo: "/r"}, want: "cache dir is required"},
 		{name: "password in URL", opts: Options{Repo: "https://u:hunter22@example.com/r.git", CacheDir: "/c"}, want: "must not contain a password"},
+		{name: "password in ssh URL", opts: Options{Repo: "ssh://git:hunter22@example.com/r.git", CacheDir: "/c"}, want: "must not contain a password"},
+		{name: "token as https user name", opts: Options{Repo: "https://hunter22@example.com/r.git", CacheDir: "/c"}, want: "must not contain a user name over https"},
+		{name: "user name over http", opts: Options{Repo: "http://hunter22@example.com/r.git", CacheDir: "/c"}, want: "--git-password-file"},
+		{name: "negative timeout", opts: Options{Repo: "/r", CacheDir: "/c", Timeout: -time.Second}, want: "negative"},
 		{name: "unsupported protocol", opts: Options{Repo: "git://example.com/r.git", CacheDir: "/c"}, want: "not supported"},
 		{name: "short last commit", opts: Options{Repo: "/r", CacheDir: "/c", LastCommit: "abc"}, want: "full hex SHA-1"},
 		{name: "negative interval", opts: Options{Repo: "/r", CacheDir: "/c", Interval: -time.Second}, want: "negative"},

@@ -64,7 +64,7 @@ func (w *Watcher) record(ctx context.Context, err error, sec secrets) {
 		w.status.Failures = 0
 		return
 	}
-	msg := sec.redact(err.Error())
+	msg := sec.redact(w.cfg.redact(err.Error()))
 	w.status.LastError = msg
 	w.status.Failures++
 	w.cfg.Logger.Warn("git sync failed", "repo", w.cfg.display, "branch", w.branch,
@@ -82,7 +82,10 @@ func (w *Watcher) fetch(ctx context.Context, repo *git.Repository) (plumbing.Has
 		head, err = w.fetchBranch(ctx, repo, auth)
 	}
 	result := resultOK
-	if err != nil {
+	switch {
+	case errors.Is(err, errTimeout):
+		result = resultTimeout
+	case err != nil:
 		result = resultError
 	}
 	w.metrics.fetch.WithLabelValues(result).Observe(time.Since(start).Seconds())
@@ -107,7 +110,11 @@ func (w *Watcher) fetchBranch(ctx context.Context, repo *git.Repository, auth tr
 		return plumbing.ZeroHash, fmt.Errorf("read remote: %w", err)
 	}
 	if w.branch == "" {
-		refs, err := rem.ListContext(ctx, &git.ListOptions{Auth: auth})
+		var refs []*plumbing.Reference
+		err := w.bounded(ctx, func(ctx context.Context) (err error) {
+			refs, err = rem.ListContext(ctx, &git.ListOptions{Auth: auth})
+			return err
+		})
 		if err != nil {
 			return plumbing.ZeroHash, fmt.Errorf("list %s: %w", w.cfg.display, err)
 		}
@@ -123,12 +130,14 @@ func (w *Watcher) fetchBranch(ctx context.Context, repo *git.Repository, auth tr
 	}
 	local := plumbing.NewRemoteReferenceName(remoteName, w.branch)
 	spec := gitconfig.RefSpec("+" + plumbing.NewBranchReferenceName(w.branch).String() + ":" + local.String())
-	err = rem.FetchContext(ctx, &git.FetchOptions{
-		RemoteName: remoteName,
-		RefSpecs:   []gitconfig.RefSpec{spec},
-		Auth:       auth,
-		Tags:       git.NoTags,
-		Force:      true,
+	err = w.bounded(ctx, func(ctx context.Context) error {
+		return rem.FetchContext(ctx, &git.FetchOptions{
+			RemoteName: remoteName,
+			RefSpecs:   []gitconfig.RefSpec{spec},
+			Auth:       auth,
+			Tags:       git.NoTags,
+			Force:      true,
+		})
 	})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 		return plumbing.ZeroHash, fmt.Errorf("fetch %s from %s: %w", w.branch, w.cfg.display, err)

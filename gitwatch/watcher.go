@@ -72,6 +72,9 @@ type Watcher struct {
 	// webhooks never fetch).
 	triggers atomic.Int64
 	running  atomic.Bool
+	// abandoned counts operations left behind at their deadline (see
+	// bounded).
+	abandoned atomic.Int64
 
 	// Owned by the Run goroutine.
 	branch  string

@@ -119,7 +119,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 	}
 	if d.watcher, err = gitwatch.New(gitwatch.Options{
 		Repo: o.Repo, Branch: o.Branch, Path: o.Path, CacheDir: filepath.Join(o.StateDir, "git"),
-		Interval: o.Interval, Auth: o.GitAuth, WebhookSecret: secret, LastCommit: lastCommit,
+		Interval: o.Interval, Timeout: o.GitTimeout, Auth: o.GitAuth, WebhookSecret: secret, LastCommit: lastCommit,
 		// Templates live in git, not in the store: after a restart the
 		// commit in force is read again before anything newer.
 		ReplayLast: true,
@@ -224,7 +224,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	run("git", d.followGit)
 	wg.Add(1)
 	go func() { defer wg.Done(); d.backend.pumpStatus(ctx) }()
-	d.log.Info("sluice running", "repo", d.opts.Repo, "xds", d.XDSAddr().String(), "http", d.HTTPAddr().String())
+	d.log.Info("sluice running", "repo", d.watcher.Status().Repo, "xds", d.XDSAddr().String(), "http", d.HTTPAddr().String())
 	<-ctx.Done()
 	if err := d.runner.Close(); err != nil {
 		d.log.Warn("close runner", "err", err)
