@@ -140,16 +140,33 @@ func openBolt(path string, o *bolt.Options) (db *bolt.DB, err error) {
 	return db, nil
 }
 
-// Close releases the file lock. After a failure (see Failed) it leaves
-// the file alone: bbolt may still hold its write lock, and Close would wait
-// for it forever; the lock goes with the process.
+// closeAfterFailure bounds Close after a failure.
+const closeAfterFailure = 2 * time.Second
+
+// Close releases the file lock. After a failure (see Failed) it returns
+// the failure, and waits for bbolt only for a while: a panic inside a
+// commit may have left bbolt's write lock held, and bbolt's Close waits for
+// it. The file lock then goes with the process.
 func (s *Store) Close() error {
 	select {
 	case <-s.failed:
-		return s.err
 	default:
+		return s.db.Close()
 	}
-	return s.db.Close()
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		defer func() { _ = recover() }() // the file is already known damaged
+		_ = s.db.Close()
+	}()
+	t := time.NewTimer(closeAfterFailure)
+	defer t.Stop()
+	select {
+	case <-closed:
+	case <-t.C:
+		s.log.Error("state store did not close after its failure; the file stays locked until the process exits", "path", s.path)
+	}
+	return s.err
 }
 
 // Path is the database file.
