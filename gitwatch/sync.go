@@ -40,7 +40,7 @@ func (w *Watcher) sync(ctx context.Context, out chan<- Revision) (err error) {
 		w.cache.markDamaged(err)
 	}
 	if err == nil {
-		if cerr := w.cache.compact(); cerr != nil {
+		if cerr := w.cache.startRepack(); cerr != nil {
 			// Not a failure of this poll: log it; the next one retries.
 			w.cfg.Logger.Warn("git cache maintenance failed", "dir", w.cache.dir, "error", cerr.Error())
 		}

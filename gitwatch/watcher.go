@@ -140,6 +140,7 @@ func (w *Watcher) Run(ctx context.Context, out chan<- Revision) error {
 	}
 	defer w.running.Store(false)
 	defer w.cache.close()
+	defer w.cache.waitRepack()
 
 	failures := 0
 	for {
