@@ -46,7 +46,7 @@ type Revision struct {
 // Status is the watcher's state for status pages. It never holds
 // credentials.
 type Status struct {
-	// Repo is the repository URL without user info.
+	// Repo is the repository URL without user info, query or fragment.
 	Repo string `json:"repo"`
 	// Branch is the followed branch ("" until the remote HEAD is resolved).
 	Branch string `json:"branch"`
