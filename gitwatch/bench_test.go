@@ -268,8 +268,10 @@ func BenchmarkLargeRepo(b *testing.B) {
 	// webhook trigger sent. Timed: B's trigger until B's Revision, so what
 	// a webhook waits while the cache is being repacked.
 	b.Run("push-during-repack", func(b *testing.B) {
+		// The head as last commit: no backlog, every Revision is a push.
+		head := strings.TrimSpace(u.run(u.bare, "rev-parse", "refs/heads/main"))
 		opts := Options{Repo: u.bare, CacheDir: cacheDir, Path: "rollouts", Interval: time.Hour,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), LastCommit: w.last.String()}
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), LastCommit: head}
 		w.cache.close()
 		repacked := make(chan struct{}, 1)
 		h := startWatcher(b, opts, func(w *Watcher) {
@@ -283,13 +285,16 @@ func BenchmarkLargeRepo(b *testing.B) {
 			pushes++
 			pushOne(b, u, pushes)
 			h.w.Trigger()
-			h.next(time.Minute) // A: its poll ends by asking for a repack
+			h.next(2 * time.Minute) // A: its poll ends by asking for a repack
 			pushes++
 			pushOne(b, u, pushes)
+			sha := strings.TrimSpace(u.run(u.bare, "rev-parse", "refs/heads/main"))
 			b.StartTimer()
 			start := time.Now()
 			h.w.Trigger()
-			h.next(time.Minute) // B
+			if r := h.next(2 * time.Minute); r.Commit != sha { // B
+				b.Fatalf("revision %s, want %s", r.Commit, sha)
+			}
 			lat = append(lat, time.Since(start))
 			b.StopTimer()
 			<-repacked // the next A starts the next repack
