@@ -82,6 +82,7 @@ func (c *repoCache) open() (*git.Repository, error) {
 			return nil, err
 		}
 	}
+	c.removeLeftovers()
 	repo, st, err := c.openExisting()
 	if err != nil {
 		if !errors.Is(err, git.ErrRepositoryNotExists) {

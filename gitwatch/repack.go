@@ -156,6 +156,19 @@ func (c *repoCache) swapIn(j *repackJob) error {
 	return os.RemoveAll(old)
 }
 
+// removeLeftovers removes a staging copy or an old cache a crash left
+// behind (the next repack would replace them, but it may never come).
+func (c *repoCache) removeLeftovers() {
+	if c.job != nil {
+		return
+	}
+	for _, d := range []string{c.stagingDir(), c.oldDir()} {
+		if err := os.RemoveAll(d); err != nil {
+			c.log.Warn("remove a left-over git cache copy", "dir", d, "error", err.Error())
+		}
+	}
+}
+
 // waitRepack waits for a running repack and discards it: on shutdown, so
 // no goroutine outlives Run, and before the cache is removed.
 func (c *repoCache) waitRepack() {
