@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
@@ -26,12 +25,13 @@ const remoteName = "origin"
 // consult every pack index, so a daemon that fetched ten thousand times
 // would read commits ever more slowly. Repacking is not cheap either (about
 // 5-8 s for 10,000 commits with go-git, see BenchmarkLargeRepo/repack), so
-// it waits for a real pile.
+// it waits for a real pile, and runs beside the watcher (repack.go).
 const maxPacks = 128
 
 // repoCache is the bare clone under CacheDir. A clone is an init followed
 // by the same incremental fetch every later poll does, so there is one code
-// path for both. It is used only by the Run goroutine.
+// path for both. It is used only by the Run goroutine (a repack works on a
+// copy in its own goroutine, see repack.go).
 type repoCache struct {
 	dir  string
 	url  string
@@ -43,6 +43,16 @@ type repoCache struct {
 	damaged string
 	// maxPacks triggers compaction; maxPacks unless a test lowers it.
 	maxPacks int
+	// gen counts resets, so a repack of a cache since re-cloned is
+	// discarded.
+	gen int
+	// job is the repack in flight or finished, nil when none.
+	job *repackJob
+	// beforeRepack, when set, runs in the repack goroutine before it
+	// works (tests hold a repack in progress with it).
+	beforeRepack func()
+	// afterRepack, when set, runs in the repack goroutine when it is done.
+	afterRepack func()
 }
 
 func newRepoCache(cacheDir, url string, log *slog.Logger) *repoCache {
@@ -61,6 +71,7 @@ func (c *repoCache) markDamaged(reason error) {
 // open returns the cache repository, creating it when missing and
 // re-creating it (with a log line) when it cannot be opened or read.
 func (c *repoCache) open() (*git.Repository, error) {
+	c.finishRepack()
 	if c.repo != nil && c.damaged == "" {
 		return c.repo, nil
 	}
@@ -71,6 +82,7 @@ func (c *repoCache) open() (*git.Repository, error) {
 			return nil, err
 		}
 	}
+	c.removeLeftovers()
 	repo, st, err := c.openExisting()
 	if err != nil {
 		if !errors.Is(err, git.ErrRepositoryNotExists) {
@@ -167,29 +179,11 @@ func (c *repoCache) create() (*git.Repository, *filesystem.Storage, error) {
 	return repo, st, nil
 }
 
-// compact repacks the cache into one pack once maxPacks is exceeded, and
-// reopens it so no reader holds a deleted pack.
-func (c *repoCache) compact() error {
-	if c.st == nil {
-		return nil
-	}
-	packs, err := c.st.ObjectPacks()
-	if err != nil || len(packs) <= c.maxPacks {
-		return err
-	}
-	start := time.Now()
-	if err := c.repo.RepackObjects(&git.RepackConfig{}); err != nil {
-		return fmt.Errorf("repack cache: %w", err)
-	}
-	c.log.Info("git cache repacked", "dir", c.dir, "packs", len(packs), "took", time.Since(start))
-	c.close()
-	return nil
-}
-
 // reset closes and removes the cache repository. Only the per-URL
 // subdirectory is removed, never CacheDir itself.
 func (c *repoCache) reset() error {
 	c.close()
+	c.gen++
 	if err := os.RemoveAll(c.dir); err != nil {
 		return fmt.Errorf("remove damaged cache: %w", err)
 	}

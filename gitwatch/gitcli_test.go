@@ -144,7 +144,9 @@ func testOptions(t testing.TB, repo string) Options {
 	}
 }
 
-func startWatcher(t testing.TB, opts Options) *harness {
+// startWatcher starts a watcher in the background; setup runs between New
+// and Run (to set test hooks without racing the Run goroutine).
+func startWatcher(t testing.TB, opts Options, setup ...func(*Watcher)) *harness {
 	t.Helper()
 	h := &harness{t: t, revs: make(chan Revision), logs: &testkit.SyncBuffer{}, reg: prometheus.NewRegistry()}
 	if opts.Logger == nil {
@@ -156,6 +158,9 @@ func startWatcher(t testing.TB, opts Options) *harness {
 		t.Fatal(err)
 	}
 	h.w = w
+	for _, f := range setup {
+		f(w)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx, h.revs) }()

@@ -214,7 +214,8 @@ func TestRepoForms(t *testing.T) {
 	}{
 		{repo: "git@github.com:org/repo.git", protocol: "ssh", display: "ssh://github.com/org/repo.git"},
 		{repo: "ssh://git@example.com:2222/org/repo.git", protocol: "ssh", display: "ssh://example.com:2222/org/repo.git"},
-		{repo: "https://token-user@example.com/org/repo.git", protocol: "https", display: "https://example.com/org/repo.git"},
+		{repo: "https://example.com/org/repo.git?ref=x#frag", protocol: "https", display: "https://example.com/org/repo.git"},
+		{repo: "ssh://deploy@example.com/org/repo.git", protocol: "ssh", display: "ssh://example.com/org/repo.git"},
 		{repo: "file:///srv/git/repo.git", protocol: "file", display: "file:///srv/git/repo.git"},
 		{repo: "/srv/git/repo.git", protocol: "file", display: "file:///srv/git/repo.git"},
 	}
@@ -240,6 +241,10 @@ func TestOptionsValidation(t *testing.T) {
 		{name: "no repo", opts: Options{CacheDir: "/c"}, want: "repo is required"},
 		{name: "no cache", opts: Options{Repo: "/r"}, want: "cache dir is required"},
 		{name: "password in URL", opts: Options{Repo: "https://u:hunter22@example.com/r.git", CacheDir: "/c"}, want: "must not contain a password"},
+		{name: "password in ssh URL", opts: Options{Repo: "ssh://git:hunter22@example.com/r.git", CacheDir: "/c"}, want: "must not contain a password"},
+		{name: "token as https user name", opts: Options{Repo: "https://hunter22@example.com/r.git", CacheDir: "/c"}, want: "must not contain a user name over https"},
+		{name: "user name over http", opts: Options{Repo: "http://hunter22@example.com/r.git", CacheDir: "/c"}, want: "--git-password-file"},
+		{name: "negative timeout", opts: Options{Repo: "/r", CacheDir: "/c", Timeout: -time.Second}, want: "negative"},
 		{name: "unsupported protocol", opts: Options{Repo: "git://example.com/r.git", CacheDir: "/c"}, want: "not supported"},
 		{name: "short last commit", opts: Options{Repo: "/r", CacheDir: "/c", LastCommit: "abc"}, want: "full hex SHA-1"},
 		{name: "negative interval", opts: Options{Repo: "/r", CacheDir: "/c", Interval: -time.Second}, want: "negative"},
@@ -272,6 +277,7 @@ func TestCompact(t *testing.T) {
 	}
 	w.cache.maxPacks = 3
 	t.Cleanup(w.cache.close)
+	t.Cleanup(w.cache.waitRepack)
 	out := make(chan Revision, 1)
 	for i := 1; i <= 6; i++ {
 		if err := w.sync(context.Background(), out); err != nil {
@@ -280,6 +286,9 @@ func TestCompact(t *testing.T) {
 		<-out
 		u.commit(fmt.Sprint("c", i), map[string]string{"a.yaml": rolloutYAML("a", fmt.Sprint("shop/a:v", i))})
 		u.push()
+	}
+	if w.cache.job != nil {
+		<-w.cache.job.done // the repack runs beside; the next poll swaps it in
 	}
 	if err := w.sync(context.Background(), out); err != nil {
 		t.Fatal(err)
@@ -291,7 +300,9 @@ func TestCompact(t *testing.T) {
 		t.Fatalf("no repack logged:\n%s", logs)
 	}
 	packs, _ := filepath.Glob(filepath.Join(w.cache.dir, "objects", "pack", "*.pack"))
-	if len(packs) > 3 {
+	// Without compaction: 7 (the clone and 6 fetches). With it: the
+	// repacked one, the 2 fetched while it ran, the last fetch's.
+	if len(packs) > 4 {
 		t.Errorf("%d packs after compaction", len(packs))
 	}
 }

@@ -11,6 +11,8 @@ import (
 const (
 	resultOK    = "ok"
 	resultError = "error"
+	// resultTimeout is a fetch stopped by Options.Timeout.
+	resultTimeout = "timeout"
 )
 
 type metrics struct {
@@ -22,7 +24,7 @@ type metrics struct {
 func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	fetch := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sluice_git_fetch_seconds",
-		Help:    "Duration of git fetches of the watched branch, by result (ok, error).",
+		Help:    "Duration of git fetches of the watched branch, by result (ok, error, timeout).",
 		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 	}, []string{"result"})
 	if err := reg.Register(fetch); err != nil {

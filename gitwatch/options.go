@@ -18,11 +18,17 @@ import (
 // DefaultInterval is the poll interval when Options.Interval is zero.
 const DefaultInterval = 30 * time.Second
 
+// DefaultTimeout bounds one git operation against the remote when
+// Options.Timeout is zero. It is generous because the first fetch is a full
+// clone: a 10,000-commit repository takes seconds on a LAN, much longer over
+// a slow link. A remote that stalls is reported once it has passed.
+const DefaultTimeout = 2 * time.Minute
+
 // Options configure a Watcher.
 type Options struct {
 	// Repo is a local path, or a file://, https://, http://, ssh:// or
-	// scp-like (git@host:repo) URL. A password in the URL is rejected:
-	// credentials come from Auth's files.
+	// scp-like (git@host:repo) URL. Credentials come from Auth's files:
+	// see checkUserInfo for the user info a URL may carry.
 	Repo string
 	// Branch to follow; "" follows the remote's HEAD branch.
 	Branch string
@@ -33,6 +39,9 @@ type Options struct {
 	CacheDir string
 	// Interval between polls (±5 % jitter); DefaultInterval when zero.
 	Interval time.Duration
+	// Timeout bounds each operation against the remote (listing its
+	// branches, a fetch, the first clone); DefaultTimeout when zero.
+	Timeout time.Duration
 	// Auth names the credential files.
 	Auth Auth
 	// WebhookSecret verifies /hook requests; surrounding whitespace is
@@ -80,8 +89,11 @@ type config struct {
 	Options
 	endpoint *transport.Endpoint
 	url      string // what go-git is given: absolute for local paths
-	display  string // url without user info, safe for logs and Status
-	path     string // fs.FS path of the strategy directory: "." or "a/b"
+	display  string // url without user info or query, safe for logs and Status
+	// hidden are the spellings of the URL, and its query, that must not
+	// leave the package: redact replaces them.
+	hidden []string
+	path   string // fs.FS path of the strategy directory: "." or "a/b"
 }
 
 func (o Options) config() (*config, error) {
@@ -97,6 +109,12 @@ func (o Options) config() (*config, error) {
 	if o.Interval == 0 {
 		o.Interval = DefaultInterval
 	}
+	if o.Timeout < 0 {
+		return nil, fmt.Errorf("timeout %s is negative", o.Timeout)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -109,13 +127,13 @@ func (o Options) config() (*config, error) {
 	if err != nil {
 		return nil, errors.New("repo is not a valid git URL or path")
 	}
-	if ep.Password != "" {
-		return nil, errors.New("repo URL must not contain a password: use the password file")
-	}
 	switch ep.Protocol {
 	case "file", "http", "https", "ssh":
 	default:
 		return nil, fmt.Errorf("repo protocol %q is not supported (file, http, https, ssh)", ep.Protocol)
+	}
+	if err := checkUserInfo(ep); err != nil {
+		return nil, err
 	}
 	p := cleanPath(o.Path)
 	if o.LastCommit != "" && !isHash(o.LastCommit) {
@@ -125,10 +143,63 @@ func (o Options) config() (*config, error) {
 	if ep.Protocol == "file" {
 		c.url = ep.Path // absolute, so the cache key does not depend on the working directory
 	}
-	redacted := *ep
-	redacted.User = ""
-	c.display = redacted.String()
+	c.display, c.hidden = displayURL(o.Repo, ep)
 	return c, nil
+}
+
+// checkUserInfo rejects credentials in the repository URL, which would end
+// up in process listings, config files and logs. A password is refused
+// everywhere. Over HTTP(S) the user name is refused too: forges accept a
+// token as the user name (https://TOKEN@host/...), so a user name there
+// may be a secret, and it is never needed (Auth.Username sets it). Over SSH
+// the user name (git@host:repo) is an account name, not a secret, and is
+// kept.
+func checkUserInfo(ep *transport.Endpoint) error {
+	const use = "use --git-username and --git-password-file"
+	if ep.Password != "" {
+		return fmt.Errorf("repo URL must not contain a password: %s", use)
+	}
+	if ep.User != "" && (ep.Protocol == "http" || ep.Protocol == "https") {
+		return fmt.Errorf("repo URL must not contain a user name over %s (it may be a token): %s", ep.Protocol, use)
+	}
+	return nil
+}
+
+// displayURL is the URL without user info, query or fragment (paths of
+// repositories are not secret and are kept, so logs say which repository),
+// and the raw spellings redact must hide: the URL as given and as go-git
+// prints it, when they differ from it, and the query.
+func displayURL(raw string, ep *transport.Endpoint) (string, []string) {
+	clean := *ep
+	clean.User = ""
+	clean.Path, _, _ = strings.Cut(clean.Path, "#")
+	path, query, _ := strings.Cut(clean.Path, "?")
+	clean.Path = path
+	display := clean.String()
+	if ep.User == "" && query == "" {
+		return display, nil // nothing secret: keep file paths as they are
+	}
+	hidden := []string{raw, ep.String()}
+	if query != "" {
+		hidden = append(hidden, query)
+	}
+	return display, hidden
+}
+
+// redact replaces the URL's raw spellings with the display URL, and its
+// query with [redacted], in text that leaves the package: go-git errors may
+// quote the URL they were given.
+func (c *config) redact(text string) string {
+	for i, h := range c.hidden {
+		switch {
+		case h == "" || h == c.display:
+		case i < 2:
+			text = strings.ReplaceAll(text, h, c.display)
+		default:
+			text = strings.ReplaceAll(text, h, "[redacted]")
+		}
+	}
+	return text
 }
 
 // cleanPath turns --path into an fs.FS name: "deploy/", "./deploy" and

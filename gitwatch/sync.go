@@ -41,7 +41,7 @@ func (w *Watcher) sync(ctx context.Context, out chan<- Revision) (err error) {
 		w.cache.markDamaged(err)
 	}
 	if err == nil {
-		if cerr := w.cache.compact(); cerr != nil {
+		if cerr := w.cache.startRepack(); cerr != nil {
 			// Not a failure of this poll: log it; the next one retries.
 			w.cfg.Logger.Warn("git cache maintenance failed", "dir", w.cache.dir, "error", cerr.Error())
 		}
@@ -65,7 +65,7 @@ func (w *Watcher) record(ctx context.Context, err error, sec secrets) {
 		w.status.Failures = 0
 		return
 	}
-	msg := sec.redact(err.Error())
+	msg := sec.redact(w.cfg.redact(err.Error()))
 	w.status.LastError = msg
 	w.status.Failures++
 	w.cfg.Logger.Warn("git sync failed", "repo", w.cfg.display, "branch", w.branch,
@@ -83,7 +83,10 @@ func (w *Watcher) fetch(ctx context.Context, repo *git.Repository) (plumbing.Has
 		head, err = w.fetchBranch(ctx, repo, auth)
 	}
 	result := resultOK
-	if err != nil {
+	switch {
+	case errors.Is(err, errTimeout):
+		result = resultTimeout
+	case err != nil:
 		result = resultError
 	}
 	w.metrics.fetch.WithLabelValues(result).Observe(time.Since(start).Seconds())
@@ -108,7 +111,11 @@ func (w *Watcher) fetchBranch(ctx context.Context, repo *git.Repository, auth tr
 		return plumbing.ZeroHash, fmt.Errorf("read remote: %w", err)
 	}
 	if w.branch == "" {
-		refs, err := rem.ListContext(ctx, &git.ListOptions{Auth: auth})
+		var refs []*plumbing.Reference
+		err := w.bounded(ctx, func(ctx context.Context) (err error) {
+			refs, err = rem.ListContext(ctx, &git.ListOptions{Auth: auth})
+			return err
+		})
 		if err != nil {
 			return plumbing.ZeroHash, fmt.Errorf("list %s: %w", w.cfg.display, err)
 		}
@@ -124,12 +131,14 @@ func (w *Watcher) fetchBranch(ctx context.Context, repo *git.Repository, auth tr
 	}
 	local := plumbing.NewRemoteReferenceName(remoteName, w.branch)
 	spec := gitconfig.RefSpec("+" + plumbing.NewBranchReferenceName(w.branch).String() + ":" + local.String())
-	err = rem.FetchContext(ctx, &git.FetchOptions{
-		RemoteName: remoteName,
-		RefSpecs:   []gitconfig.RefSpec{spec},
-		Auth:       auth,
-		Tags:       git.NoTags,
-		Force:      true,
+	err = w.bounded(ctx, func(ctx context.Context) error {
+		return rem.FetchContext(ctx, &git.FetchOptions{
+			RemoteName: remoteName,
+			RefSpecs:   []gitconfig.RefSpec{spec},
+			Auth:       auth,
+			Tags:       git.NoTags,
+			Force:      true,
+		})
 	})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 		return plumbing.ZeroHash, fmt.Errorf("fetch %s from %s: %w", w.branch, w.cfg.display, err)

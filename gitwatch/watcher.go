@@ -46,7 +46,7 @@ type Revision struct {
 // Status is the watcher's state for status pages. It never holds
 // credentials.
 type Status struct {
-	// Repo is the repository URL without user info.
+	// Repo is the repository URL without user info, query or fragment.
 	Repo string `json:"repo"`
 	// Branch is the followed branch ("" until the remote HEAD is resolved).
 	Branch string `json:"branch"`
@@ -72,6 +72,9 @@ type Watcher struct {
 	// webhooks never fetch).
 	triggers atomic.Int64
 	running  atomic.Bool
+	// abandoned counts operations left behind at their deadline (see
+	// bounded).
+	abandoned atomic.Int64
 
 	// Owned by the Run goroutine.
 	branch  string
@@ -137,6 +140,7 @@ func (w *Watcher) Run(ctx context.Context, out chan<- Revision) error {
 	}
 	defer w.running.Store(false)
 	defer w.cache.close()
+	defer w.cache.waitRepack()
 
 	failures := 0
 	for {

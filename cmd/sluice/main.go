@@ -31,6 +31,7 @@ func newRootCmd() *cobra.Command {
 		newRunCmd(),
 		newDemoCmd(),
 		newScheduleCmd(),
+		newStateCmd(),
 		newGetCmd(), newPromoteCmd(), newAbortCmd(), newRetryCmd(), newApproveCmd(), newPauseCmd(), newResumeCmd(),
 	)
 	return root

@@ -59,6 +59,7 @@ keys (lists for repeatable flags); flags on the command line win.`,
 	f.StringVar(&o.Branch, "branch", "", "branch to follow (default: the remote's HEAD)")
 	f.StringVar(&o.Path, "path", "", "directory of strategy files in the repository (default: its root)")
 	f.DurationVar(&o.Interval, "interval", 0, "poll interval (default 30s)")
+	f.DurationVar(&o.GitTimeout, "git-timeout", 0, "deadline of each git operation against the remote: list, fetch, clone (default 2m)")
 	f.StringVar(&o.StateDir, "state-dir", ".sluice", "directory for the store and the git cache")
 	f.StringVar(&o.XDSAddr, "xds-addr", ":18000", "xDS (ADS) listen address")
 	f.StringVar(&o.HTTPAddr, "http-addr", daemon.DefaultHTTPAddr, "HTTP API listen address; beyond loopback it needs --api-token-file or --insecure-api")

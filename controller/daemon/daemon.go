@@ -153,7 +153,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 	}
 	if d.watcher, err = gitwatch.New(gitwatch.Options{
 		Repo: o.Repo, Branch: o.Branch, Path: o.Path, CacheDir: filepath.Join(o.StateDir, "git"),
-		Interval: o.Interval, Auth: o.GitAuth, WebhookSecret: secret, LastCommit: lastCommit,
+		Interval: o.Interval, Timeout: o.GitTimeout, Auth: o.GitAuth, WebhookSecret: secret, LastCommit: lastCommit,
 		// Templates live in git, not in the store: after a restart the
 		// commit in force is read again before anything newer.
 		ReplayLast: true,
@@ -238,7 +238,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 4)
+	errs := make(chan error, 8) // one per run below, with room
 	run := func(name string, f func(context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -253,16 +253,60 @@ func (d *Daemon) Run(ctx context.Context) error {
 	run("alerts", d.dispatcher.Run)
 	run("http", d.serveHTTP)
 	run("git", d.followGit)
+	run("store", d.watchStore)
 	wg.Add(1)
 	go func() { defer wg.Done(); d.backend.pumpStatus(ctx) }()
-	d.log.Info("sluice running", "repo", d.opts.Repo, "xds", d.XDSAddr().String(), "http", d.HTTPAddr().String())
+	d.log.Info("sluice running", "repo", d.watcher.Status().Repo, "xds", d.XDSAddr().String(), "http", d.HTTPAddr().String())
 	<-ctx.Done()
-	if err := d.runner.Close(); err != nil {
-		d.log.Warn("close runner", "err", err)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		if err := d.runner.Close(); err != nil {
+			d.log.Warn("close runner", "err", err)
+		}
+		wg.Wait()
+	}()
+	d.awaitShutdown(stopped)
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
 	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+}
+
+// storeFailedShutdown bounds the shutdown after the store failed.
+const storeFailedShutdown = 10 * time.Second
+
+// awaitShutdown waits for stopped; after a store failure only for a while:
+// a writer that was already waiting for bbolt's write lock when bbolt
+// panicked may wait forever, and the process must exit all the same (a
+// restart refuses the damaged file and says how to recover).
+func (d *Daemon) awaitShutdown(stopped <-chan struct{}) {
+	select {
+	case <-stopped:
+		return
+	case <-d.store.Failed():
+	}
+	t := time.NewTimer(storeFailedShutdown)
+	defer t.Stop()
+	select {
+	case <-stopped:
+	case <-t.C:
+		d.log.Error("shutdown after the store failure did not finish; exiting anyway", "waited", storeFailedShutdown)
+	}
+}
+
+// watchStore ends the daemon when the store has failed for good (bbolt
+// panicked on a damaged file): every write would be refused, so carrying
+// on would only look healthy.
+func (d *Daemon) watchStore(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-d.store.Failed():
+		return fmt.Errorf("state store failed: %w", d.store.Err())
+	}
 }
 
 func (d *Daemon) serveHTTP(ctx context.Context) error {

@@ -19,6 +19,10 @@ type Options struct {
 	Interval time.Duration // poll interval
 	StateDir string        // store, git cache
 
+	// GitTimeout bounds each git operation (list, fetch, clone);
+	// gitwatch.DefaultTimeout when zero.
+	GitTimeout time.Duration
+
 	XDSAddr   string // xDS listen address
 	HTTPAddr  string // HTTP API listen address
 	EnvoyPort uint32 // port of the sluice-http listener for Envoy

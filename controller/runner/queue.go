@@ -134,13 +134,17 @@ func (r *Runner) work(e *entry) {
 // process runs one event through the machine: Step, persist the new state
 // with its alerts, publish the status, then carry out the actions. When
 // persisting fails nothing is carried out and the state stays as it was.
-// A panic is contained to this event of this rollout.
+// A panic is contained to this event of this rollout, except one from the
+// store (see save).
 func (r *Runner) process(e *entry, j job) (res result) {
 	r.mu.Lock()
 	old := e.state
 	r.mu.Unlock()
 	defer func() {
 		if p := recover(); p != nil {
+			if sp, ok := p.(storePanic); ok {
+				panic(sp) // not this event's fault: crash
+			}
 			r.log.Error("rollout event panicked", "rollout", e.key.String(), "event", eventName(j.ev), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			r.mu.Lock()
 			cur := e.state
@@ -167,7 +171,7 @@ func (r *Runner) process(e *entry, j job) (res result) {
 	}
 	b, err := encodeRecord(rec)
 	if err == nil {
-		err = r.opts.Store.SaveRollout(e.key, b)
+		err = r.save(e.key, b)
 	}
 	if err != nil {
 		err = fmt.Errorf("persist %s: %w", e.key, err)
@@ -218,4 +222,25 @@ func (r *Runner) logTransition(old, next rollout.State, ev rollout.Event) {
 	level("rollout transition", "rollout", next.Key.String(), "event", eventName(ev), "seq", next.Seq,
 		"phase", string(next.Phase), "step", next.StepIndex, "steps", next.StepCount(),
 		"stable", next.Weights.Stable, "canary", next.Weights.Canary, "message", next.Message)
+}
+
+// storePanic is a panic raised by the store. process lets it through: the
+// store's state is unknown after it (bbolt, for one, may keep its write
+// lock, so every later write would wait forever), and a daemon that cannot
+// persist must stop rather than look healthy. controller/store's Store
+// turns bbolt's panics into ErrCorrupt itself (and the daemon exits on
+// it); this catches any Store that does not.
+type storePanic struct{ value any }
+
+func (p storePanic) String() string { return fmt.Sprintf("state store panicked: %v", p.value) }
+
+// save persists one rollout state, marking a panic from the store so that
+// process does not contain it.
+func (r *Runner) save(key api.Key, b []byte) error {
+	defer func() {
+		if p := recover(); p != nil {
+			panic(storePanic{value: p})
+		}
+	}()
+	return r.opts.Store.SaveRollout(key, b)
 }

@@ -40,7 +40,7 @@ func (s *Store) migrate(ms []Migration) error {
 		want = m.To
 	}
 	var have int
-	if err := s.db.View(func(tx *bolt.Tx) error {
+	if err := s.view(func(tx *bolt.Tx) error {
 		var err error
 		have, err = readSchema(tx)
 		return err
@@ -51,7 +51,7 @@ func (s *Store) migrate(ms []Migration) error {
 		return fmt.Errorf("%w: file has %d, binary knows %d", ErrSchemaTooNew, have, want)
 	}
 	for _, m := range ms[have:] {
-		err := s.db.Update(func(tx *bolt.Tx) error {
+		err := s.update(func(tx *bolt.Tx) error {
 			if err := m.Apply(tx); err != nil {
 				return err
 			}

@@ -43,7 +43,7 @@ func (s *Store) EnqueueAlert(a alert.Alert, sinks []string) error {
 		return fmt.Errorf("enqueue alert: empty id")
 	}
 	id := []byte(a.ID)
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		alerts := tx.Bucket(bucketAlerts)
 		rec, err := getRecord(alerts, id)
 		if err != nil {
@@ -90,7 +90,7 @@ func (s *Store) EnqueueAlert(a alert.Alert, sinks []string) error {
 // PendingAlerts lists the alerts not yet delivered to sink, oldest first.
 func (s *Store) PendingAlerts(sink string) ([]alert.Alert, error) {
 	var out []alert.Alert
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		p := tx.Bucket(bucketPending).Bucket([]byte(sink))
 		if p == nil {
 			return nil
@@ -122,7 +122,7 @@ func (s *Store) MarkDelivered(sink, id string) error {
 
 func (s *Store) markDelivered(sink, id string, at time.Time) error {
 	bid := []byte(id)
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		d, err := tx.Bucket(bucketDelivered).CreateBucketIfNotExists([]byte(sink))
 		if err != nil {
 			return err
@@ -165,7 +165,7 @@ func (s *Store) dropPending(tx *bolt.Tx, alerts *bolt.Bucket, rec *outboxRecord,
 // RetainSinks drops the pending queues of every sink not in keep, so that a
 // sink removed from the configuration does not pin alerts forever.
 func (s *Store) RetainSinks(keep []string) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		pending := tx.Bucket(bucketPending)
 		var gone []string
 		if err := pending.ForEachBucket(func(k []byte) error {
@@ -214,7 +214,7 @@ func (s *Store) RetainSinks(keep []string) error {
 func (s *Store) PruneDelivered(before time.Time) (int, error) {
 	n := 0
 	cut := uint64(before.UnixNano())
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		delivered := tx.Bucket(bucketDelivered)
 		if delivered == nil {
 			return nil

@@ -13,7 +13,7 @@ import (
 // The bytes are opaque here: the state machine owns their schema. It returns
 // after the write is on disk.
 func (s *Store) SaveRollout(key api.Key, state []byte) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketRollouts).Put(rolloutKey(key.Namespace, key.Name), state)
 	})
 	if err != nil {
@@ -24,7 +24,7 @@ func (s *Store) SaveRollout(key api.Key, state []byte) error {
 
 // LoadRollout returns one rollout's state, or ok false when none is stored.
 func (s *Store) LoadRollout(key api.Key) (state []byte, ok bool, err error) {
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.view(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bucketRollouts).Get(rolloutKey(key.Namespace, key.Name)); v != nil {
 			state, ok = append([]byte(nil), v...), true
 		}
@@ -39,7 +39,7 @@ func (s *Store) LoadRollout(key api.Key) (state []byte, ok bool, err error) {
 // LoadRollouts returns every stored rollout state.
 func (s *Store) LoadRollouts() (map[api.Key][]byte, error) {
 	out := map[api.Key][]byte{}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketRollouts).ForEach(func(k, v []byte) error {
 			ns, name, ok := strings.Cut(string(k), "/")
 			if !ok {
@@ -58,7 +58,7 @@ func (s *Store) LoadRollouts() (map[api.Key][]byte, error) {
 
 // DeleteRollout forgets a rollout; deleting an unknown one is not an error.
 func (s *Store) DeleteRollout(key api.Key) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketRollouts).Delete(rolloutKey(key.Namespace, key.Name))
 	})
 	if err != nil {
@@ -71,7 +71,7 @@ func (s *Store) DeleteRollout(key api.Key) error {
 // before the first.
 func (s *Store) LastCommit() (string, error) {
 	var c string
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		c = string(tx.Bucket(bucketMeta).Get(keyLastCommit))
 		return nil
 	})
@@ -83,7 +83,7 @@ func (s *Store) LastCommit() (string, error) {
 
 // SetLastCommit records the last processed commit.
 func (s *Store) SetLastCommit(sha string) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(keyLastCommit, []byte(sha))
 	})
 	if err != nil {

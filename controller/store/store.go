@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -46,7 +47,10 @@ type Options struct {
 	// DeliveredRetention is how long delivered alert ids are remembered
 	// for deduplication; older ones are pruned at Open. Default 30 days.
 	DeliveredRetention time.Duration
-	Logger             *slog.Logger
+	// CheckTimeout bounds the consistency check at Open;
+	// DefaultCheckTimeout when zero.
+	CheckTimeout time.Duration
+	Logger       *slog.Logger
 }
 
 // Store is the open database. It is safe for concurrent use.
@@ -55,10 +59,16 @@ type Store struct {
 	path   string
 	schema int
 	log    *slog.Logger
+
+	// failed is closed, and err set, when bbolt panicked (see guard).
+	failOnce sync.Once
+	failed   chan struct{}
+	err      error
 }
 
-// Open opens (creating when needed) the database in dir and migrates it to
-// the current schema.
+// Open opens (creating when needed) the database in dir, checks its
+// consistency (a damaged file is ErrCorrupt, with how to recover) and
+// migrates it to the current schema.
 func Open(dir string, opts Options) (*Store, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = time.Second
@@ -76,14 +86,14 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("create state dir: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout})
-	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("open %s: %w (is another sluice running on this state dir? waited %s)", path, ErrLocked, opts.LockTimeout)
+	if err := checkFile(path, opts.LockTimeout, opts.CheckTimeout); err != nil {
+		return nil, err
 	}
+	db, err := openBolt(path, &bolt.Options{Timeout: opts.LockTimeout})
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, err
 	}
-	s := &Store{db: db, path: path, log: opts.Logger}
+	s := &Store{db: db, path: path, log: opts.Logger, failed: make(chan struct{})}
 	if err := s.migrate(opts.Migrations); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -96,8 +106,68 @@ func Open(dir string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// Close releases the file lock.
-func (s *Store) Close() error { return s.db.Close() }
+// openBolt opens the file, turning a lock wait into ErrLocked and a panic
+// of bbolt on a damaged file (it reads the freelist at open) into
+// ErrCorrupt.
+func openBolt(path string, o *bolt.Options) (db *bolt.DB, err error) {
+	// Keep bbolt's file: after a panic there is no DB to close. (Its lock
+	// may outlive the descriptor, held by the mapping: checkFile runs the
+	// check on a read-only handle first for that reason.)
+	var file *os.File
+	o.OpenFile = func(name string, flag int, mode os.FileMode) (*os.File, error) {
+		f, err := os.OpenFile(name, flag, mode)
+		file = f
+		return f, err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			if file != nil {
+				_ = file.Close()
+			}
+			db, err = nil, corruptf(path, "bbolt panicked opening it: %v", p)
+		}
+	}()
+	db, err = bolt.Open(path, 0o600, o)
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("open %s: %w (is another sluice running on this state dir? waited %s)", path, ErrLocked, o.Timeout)
+	}
+	if errors.Is(err, bolterrors.ErrInvalid) || errors.Is(err, bolterrors.ErrChecksum) || errors.Is(err, bolterrors.ErrVersionMismatch) {
+		return nil, corruptf(path, "%v", err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// closeAfterFailure bounds Close after a failure.
+const closeAfterFailure = 2 * time.Second
+
+// Close releases the file lock. After a failure (see Failed) it returns
+// the failure, and waits for bbolt only for a while: a panic inside a
+// commit may have left bbolt's write lock held, and bbolt's Close waits for
+// it. The file lock then goes with the process.
+func (s *Store) Close() error {
+	select {
+	case <-s.failed:
+	default:
+		return s.db.Close()
+	}
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		defer func() { _ = recover() }() // the file is already known damaged
+		_ = s.db.Close()
+	}()
+	t := time.NewTimer(closeAfterFailure)
+	defer t.Stop()
+	select {
+	case <-closed:
+	case <-t.C:
+		s.log.Error("state store did not close after its failure; the file stays locked until the process exits", "path", s.path)
+	}
+	return s.err
+}
 
 // Path is the database file.
 func (s *Store) Path() string { return s.path }
