@@ -219,15 +219,34 @@ func (c *checker) headerRoute(path string, h *v1alpha1.SetHeaderRoute, tr *v1alp
 // stringMatch checks that exactly one of exact, prefix, regex is set (as
 // Argo does) and that a regex is valid RE2, which Envoy and gRPC need.
 func (c *checker) stringMatch(path string, m *v1alpha1.StringMatch) StringMatch {
+	if n := matcherCount(m); n != 1 {
+		c.errorf(path, "exactly one of exact, prefix or regex is required, got %d", n)
+	}
+	return c.regexMatch(path, m)
+}
+
+// mirrorHeaderMatch is stringMatch for a mirror route's header, which
+// Argo does not check: a header matcher Envoy and gRPC can build needs
+// exactly one of exact, prefix or regex all the same.
+func (c *checker) mirrorHeaderMatch(path string, m *v1alpha1.StringMatch) StringMatch {
+	if n := matcherCount(m); n != 1 {
+		c.cannotRunf(path, "a header match needs exactly one of exact, prefix or regex, got %d", n)
+	}
+	return c.regexMatch(path, m)
+}
+
+func matcherCount(m *v1alpha1.StringMatch) int {
 	n := 0
 	for _, v := range []string{m.Exact, m.Prefix, m.Regex} {
 		if v != "" {
 			n++
 		}
 	}
-	if n != 1 {
-		c.errorf(path, "exactly one of exact, prefix or regex is required, got %d", n)
-	}
+	return n
+}
+
+// regexMatch checks that a regex is valid RE2 and converts m.
+func (c *checker) regexMatch(path string, m *v1alpha1.StringMatch) StringMatch {
 	if m.Regex != "" {
 		if _, err := regexp.Compile(m.Regex); err != nil {
 			c.cannotRunf(path+".regex", "not a valid RE2 regular expression, which Envoy and gRPC need: %v", err)
@@ -269,7 +288,7 @@ func (c *checker) mirrorRoute(path string, m *v1alpha1.SetMirrorRoute, tr *v1alp
 			if r.Headers == nil {
 				r.Headers = map[string]StringMatch{}
 			}
-			r.Headers[name] = c.stringMatch(childPath(p+".headers", name), &hv)
+			r.Headers[name] = c.mirrorHeaderMatch(childPath(p+".headers", name), &hv)
 		}
 		out.Match = append(out.Match, r)
 	}
