@@ -135,6 +135,8 @@ func (c *checker) pause(path string, p *v1alpha1.RolloutPause) *Pause {
 		c.errorf(path+".duration", "%v", err)
 	case p.DurationSeconds() < 0:
 		c.errorf(path+".duration", "must be a duration of at most %d seconds, got %q", int32(1<<31-1), p.Duration.String())
+	case p.Duration != nil && d == 0:
+		c.warnf(path+".duration", "a zero pause waits until promoted in sluice, as pause: {} does; Argo Rollouts goes on at once (remove the step to go on)")
 	}
 	return &Pause{Duration: d}
 }

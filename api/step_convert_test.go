@@ -83,6 +83,8 @@ func TestArgoAcceptsSluiceWarns(t *testing.T) {
 			"5 is past the last step (1 steps): the background analysis never starts"},
 		{"setCanaryScale with two fields", `[{setCanaryScale: {weight: 10, replicas: 2}}]`, ``, ``,
 			"set exactly one of weight, replicas or matchTrafficWeight"},
+		{"zero pause", `[{pause: {duration: 0}}]`, ``, ``,
+			"a zero pause waits until promoted in sluice"},
 		{"mirror match with no condition", `[{setMirrorRoute: {name: testers, match: [{}]}}]`, ``, ``,
 			"matches every request"},
 		{"weight not a whole percent of maxTrafficWeight", `[{setWeight: 333}]`, ``, `maxTrafficWeight: 1000`,
