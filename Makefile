@@ -8,7 +8,7 @@ RACE_PKGS := ./gitwatch/... ./gateway/... ./analysis/... ./controller/... ./cmd/
 FUZZTIME ?= 30s
 FUZZTIME_SHORT ?= 5s
 
-test: deps vet unit race fuzz-short
+test: deps vet unit race argocompat fuzz-short
 
 deps:
 	hack/test-deps.sh
@@ -25,6 +25,12 @@ race:
 	@pkgs=$$(go list $(RACE_PKGS)) || exit 1; \
 	if [ -z "$$pkgs" ]; then echo "race: go list found no packages in $(RACE_PKGS)" >&2; exit 1; fi; \
 	go test -race -count=1 $$pkgs
+
+# Argo's validation as the oracle: a test-only module of its own (it
+# builds Kubernetes' internal packages and an older Prometheus client).
+.PHONY: argocompat
+argocompat:
+	cd api/argocompat && go vet ./... && go test -count=1 ./...
 
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \

@@ -98,7 +98,17 @@ const (
 	StepSetCanaryScale StepKind = "setCanaryScale"
 )
 
-// Step is one canary step. Exactly the field matching Kind is set.
+// Step is one canary step. Argo Rollouts allows at most one of setWeight,
+// pause, experiment and analysis in a step, and any of setHeaderRoute,
+// setMirrorRoute and setCanaryScale beside it. Kind is the step's main
+// type: setWeight, pause or analysis when the step has one, otherwise the
+// first of setHeaderRoute, setMirrorRoute and setCanaryScale that is set.
+// HeaderRoute, MirrorRoute and CanaryScale may be set with any Kind.
+//
+// Order within a step: entering it applies its weight, header route and
+// mirror route together, as one traffic change with one ACK; then its
+// pause or analysis runs; the step is done when that window is (at once
+// when it has none). setCanaryScale changes no traffic.
 type Step struct {
 	Kind        StepKind     `json:"kind"`
 	Weight      int32        `json:"setWeight,omitempty"`
@@ -109,32 +119,38 @@ type Step struct {
 	CanaryScale *CanaryScale `json:"setCanaryScale,omitempty"`
 }
 
-// String is a short human description, e.g. "setWeight 10" or "pause 30s".
+// String is a short human description, e.g. "setWeight 10" or "pause 30s";
+// a step with several types lists them in the order they take effect:
+// "setWeight 10, header route testers".
 func (s Step) String() string {
+	var parts []string
 	switch s.Kind {
 	case StepSetWeight:
-		return fmt.Sprintf("setWeight %d", s.Weight)
+		parts = append(parts, fmt.Sprintf("setWeight %d", s.Weight))
 	case StepPause:
 		if s.Pause.Indefinite() {
-			return "pause (until promoted)"
+			parts = append(parts, "pause (until promoted)")
+		} else {
+			parts = append(parts, "pause "+s.Pause.Duration.String())
 		}
-		return "pause " + s.Pause.Duration.String()
 	case StepAnalysis:
-		return "analysis " + s.Analysis.TemplateNames()
-	case StepSetHeaderRoute:
-		if len(s.HeaderRoute.Match) == 0 {
-			return "remove header route " + s.HeaderRoute.Name
+		if s.Analysis != nil {
+			parts = append(parts, "analysis "+s.Analysis.TemplateNames())
 		}
-		return "header route " + s.HeaderRoute.Name
-	case StepSetMirrorRoute:
-		if len(s.MirrorRoute.Match) == 0 {
-			return "remove mirror route " + s.MirrorRoute.Name
-		}
-		return fmt.Sprintf("mirror route %s %d%%", s.MirrorRoute.Name, s.MirrorRoute.Percentage)
-	case StepSetCanaryScale:
-		return "setCanaryScale"
 	}
-	return string(s.Kind)
+	if s.HeaderRoute != nil {
+		parts = append(parts, s.HeaderRoute.String())
+	}
+	if s.MirrorRoute != nil {
+		parts = append(parts, s.MirrorRoute.String())
+	}
+	if s.CanaryScale != nil {
+		parts = append(parts, "setCanaryScale")
+	}
+	if len(parts) == 0 {
+		return string(s.Kind)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Pause waits for Duration, or until promoted when Duration is zero.
@@ -211,6 +227,13 @@ type HeaderRoute struct {
 	Match []HeaderMatch `json:"match,omitempty"`
 }
 
+func (h *HeaderRoute) String() string {
+	if len(h.Match) == 0 {
+		return "remove header route " + h.Name
+	}
+	return "header route " + h.Name
+}
+
 // RouteMatch is one mirror match: all set parts must match.
 type RouteMatch struct {
 	Method  *StringMatch           `json:"method,omitempty"`
@@ -224,6 +247,13 @@ type MirrorRoute struct {
 	Name       string       `json:"name"`
 	Match      []RouteMatch `json:"match,omitempty"`
 	Percentage int32        `json:"percentage"`
+}
+
+func (m *MirrorRoute) String() string {
+	if len(m.Match) == 0 {
+		return "remove mirror route " + m.Name
+	}
+	return fmt.Sprintf("mirror route %s %d%%", m.Name, m.Percentage)
 }
 
 // CanaryScale is setCanaryScale (Kubernetes mode).

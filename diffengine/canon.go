@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -408,22 +409,23 @@ func prune(v any, keepEmpty bool) any {
 	return v
 }
 
-// stepKind reports the step kind of a map that looks like a canary step: a
-// single key naming one of the step kinds.
+// stepKind reports the step kind of a map that looks like a canary step:
+// every key names a step type (Argo allows several types in one step, see
+// api.Step). The kind is the first key in sorted order.
 func stepKind(m map[string]any) (string, bool) {
-	if len(m) != 1 {
+	if len(m) == 0 {
 		return "", false
 	}
-	for k := range m {
+	kinds := slices.Sorted(maps.Keys(m))
+	for _, k := range kinds {
 		switch api.StepKind(k) {
 		case api.StepSetWeight, api.StepPause, api.StepAnalysis, api.StepSetHeaderRoute,
 			api.StepSetMirrorRoute, api.StepSetCanaryScale:
-			return k, true
+			continue
 		}
-		switch k {
-		case "experiment", "plugin":
-			return k, true
+		if k != "experiment" && k != "plugin" {
+			return "", false
 		}
 	}
-	return "", false
+	return kinds[0], true
 }

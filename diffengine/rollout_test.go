@@ -126,3 +126,14 @@ func TestNewVersionRestartsFromFirstStep(t *testing.T) {
 		t.Errorf("a new version starts from 0%%, no live jump: %q", c.Reasons)
 	}
 }
+
+// TestMultiTypeStepKeepsEmptyPause: in a step that combines types (Argo
+// allows setCanaryScale, setHeaderRoute and setMirrorRoute beside one
+// main type), an added `pause: {}` is a change, not an empty field.
+func TestMultiTypeStepKeepsEmptyPause(t *testing.T) {
+	old := loadRollout(t, "      - setCanaryScale: {replicas: 1}")
+	next := loadRollout(t, "      - setCanaryScale: {replicas: 1}\n        pause: {}")
+	if c := DiffRollouts(old, next, Live{InFlight: true, StepIndex: 0, CanaryWeight: 10}); c.Class != StrategyEdit {
+		t.Errorf("class %s (changes %v), want %s", c.Class, c.Changes, StrategyEdit)
+	}
+}

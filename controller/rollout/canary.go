@@ -67,39 +67,32 @@ func (m *machine) advance() {
 }
 
 // applyStep applies the traffic effect of entering st and reports whether
-// the traffic changed.
+// the traffic changed. A step may combine a weight with a header route and
+// a mirror route (api.Step); all of them change together, so the step
+// waits for one ACK. pause, analysis and setCanaryScale change no traffic.
 func (m *machine) applyStep(st api.Step) bool {
-	switch st.Kind {
-	case api.StepSetWeight:
-		w := min(max(st.Weight, 0), 100)
-		if m.s.Weights == api.CanaryWeights(w) {
-			return false
+	changed := false
+	if st.Kind == api.StepSetWeight {
+		if w := api.CanaryWeights(min(max(st.Weight, 0), 100)); m.s.Weights != w {
+			m.s.Weights = w
+			changed = true
 		}
-		m.s.Weights = api.CanaryWeights(w)
-		return true
-	case api.StepSetHeaderRoute:
-		if st.HeaderRoute == nil {
-			return false
-		}
-		routes := upsert(m.s.HeaderRoutes, *st.HeaderRoute, func(r api.HeaderRoute) string { return r.Name }, len(st.HeaderRoute.Match) == 0)
-		if reflect.DeepEqual(routes, m.s.HeaderRoutes) {
-			return false
-		}
-		m.s.HeaderRoutes = routes
-		return true
-	case api.StepSetMirrorRoute:
-		if st.MirrorRoute == nil {
-			return false
-		}
-		routes := upsert(m.s.MirrorRoutes, *st.MirrorRoute, func(r api.MirrorRoute) string { return r.Name }, len(st.MirrorRoute.Match) == 0)
-		if reflect.DeepEqual(routes, m.s.MirrorRoutes) {
-			return false
-		}
-		m.s.MirrorRoutes = routes
-		return true
 	}
-	// pause, analysis and setCanaryScale (a no-op standalone) change no traffic.
-	return false
+	if st.HeaderRoute != nil {
+		routes := upsert(m.s.HeaderRoutes, *st.HeaderRoute, func(r api.HeaderRoute) string { return r.Name }, len(st.HeaderRoute.Match) == 0)
+		if !reflect.DeepEqual(routes, m.s.HeaderRoutes) {
+			m.s.HeaderRoutes = routes
+			changed = true
+		}
+	}
+	if st.MirrorRoute != nil {
+		routes := upsert(m.s.MirrorRoutes, *st.MirrorRoute, func(r api.MirrorRoute) string { return r.Name }, len(st.MirrorRoute.Match) == 0)
+		if !reflect.DeepEqual(routes, m.s.MirrorRoutes) {
+			m.s.MirrorRoutes = routes
+			changed = true
+		}
+	}
+	return changed
 }
 
 // upsert returns a copy of list with v replacing the element of the same

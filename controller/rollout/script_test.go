@@ -62,56 +62,97 @@ func parseArgs(line string) (words []string, kv map[string]string, err error) {
 
 // parseSteps reads "setWeight 20; pause 30s; pause; analysis a+b;
 // header NAME h=v; header NAME; mirror NAME 50; mirror NAME; scale".
+// Parts joined by "&" make one step with several types ("setWeight 20 &
+// header NAME h=v"): the first part gives the step's Kind.
 func parseSteps(s string) ([]api.Step, error) {
 	var steps []api.Step
-	for _, part := range strings.Split(s, ";") {
-		f := strings.Fields(part)
-		if len(f) == 0 {
-			continue
-		}
-		switch f[0] {
-		case "setWeight":
-			w, err := strconv.Atoi(f[1])
+	for _, step := range strings.Split(s, ";") {
+		var parts []api.Step
+		for _, part := range strings.Split(step, "&") {
+			p, err := parseStepPart(part)
 			if err != nil {
 				return nil, err
 			}
-			steps = append(steps, api.Step{Kind: api.StepSetWeight, Weight: int32(w)})
-		case "pause":
-			p := &api.Pause{}
-			if len(f) > 1 {
-				d, err := time.ParseDuration(f[1])
-				if err != nil {
-					return nil, err
-				}
-				p.Duration = d
-			}
-			steps = append(steps, api.Step{Kind: api.StepPause, Pause: p})
-		case "analysis":
-			steps = append(steps, api.Step{Kind: api.StepAnalysis, Analysis: analysisOf(f[1])})
-		case "header":
-			hr := &api.HeaderRoute{Name: f[1]}
-			for _, m := range f[2:] {
-				k, v, _ := strings.Cut(m, "=")
-				hr.Match = append(hr.Match, api.HeaderMatch{HeaderName: k, HeaderValue: api.StringMatch{Exact: v}})
-			}
-			steps = append(steps, api.Step{Kind: api.StepSetHeaderRoute, HeaderRoute: hr})
-		case "mirror":
-			mr := &api.MirrorRoute{Name: f[1]}
-			if len(f) > 2 {
-				p, err := strconv.Atoi(f[2])
-				if err != nil {
-					return nil, err
-				}
-				mr.Percentage = int32(p)
-				mr.Match = []api.RouteMatch{{Path: &api.StringMatch{Prefix: "/"}}}
-			}
-			steps = append(steps, api.Step{Kind: api.StepSetMirrorRoute, MirrorRoute: mr})
-		case "scale":
-			r := int32(1)
-			steps = append(steps, api.Step{Kind: api.StepSetCanaryScale, CanaryScale: &api.CanaryScale{Replicas: &r}})
-		default:
-			return nil, fmt.Errorf("unknown step %q", f[0])
+			parts = append(parts, p...)
 		}
+		if len(parts) > 0 {
+			steps = append(steps, mergeStepParts(parts))
+		}
+	}
+	return steps, nil
+}
+
+// mergeStepParts makes one step of several single-type ones.
+func mergeStepParts(parts []api.Step) api.Step {
+	out := parts[0]
+	for _, p := range parts[1:] {
+		switch {
+		case p.Kind == api.StepSetWeight:
+			out.Weight = p.Weight
+		case p.Pause != nil:
+			out.Pause = p.Pause
+		case p.Analysis != nil:
+			out.Analysis = p.Analysis
+		case p.HeaderRoute != nil:
+			out.HeaderRoute = p.HeaderRoute
+		case p.MirrorRoute != nil:
+			out.MirrorRoute = p.MirrorRoute
+		case p.CanaryScale != nil:
+			out.CanaryScale = p.CanaryScale
+		}
+	}
+	return out
+}
+
+// parseStepPart reads one part of a step: none or one step.
+func parseStepPart(part string) ([]api.Step, error) {
+	var steps []api.Step
+	f := strings.Fields(part)
+	if len(f) == 0 {
+		return nil, nil
+	}
+	switch f[0] {
+	case "setWeight":
+		w, err := strconv.Atoi(f[1])
+		if err != nil {
+			return nil, err
+		}
+		steps = append(steps, api.Step{Kind: api.StepSetWeight, Weight: int32(w)})
+	case "pause":
+		p := &api.Pause{}
+		if len(f) > 1 {
+			d, err := time.ParseDuration(f[1])
+			if err != nil {
+				return nil, err
+			}
+			p.Duration = d
+		}
+		steps = append(steps, api.Step{Kind: api.StepPause, Pause: p})
+	case "analysis":
+		steps = append(steps, api.Step{Kind: api.StepAnalysis, Analysis: analysisOf(f[1])})
+	case "header":
+		hr := &api.HeaderRoute{Name: f[1]}
+		for _, m := range f[2:] {
+			k, v, _ := strings.Cut(m, "=")
+			hr.Match = append(hr.Match, api.HeaderMatch{HeaderName: k, HeaderValue: api.StringMatch{Exact: v}})
+		}
+		steps = append(steps, api.Step{Kind: api.StepSetHeaderRoute, HeaderRoute: hr})
+	case "mirror":
+		mr := &api.MirrorRoute{Name: f[1]}
+		if len(f) > 2 {
+			p, err := strconv.Atoi(f[2])
+			if err != nil {
+				return nil, err
+			}
+			mr.Percentage = int32(p)
+			mr.Match = []api.RouteMatch{{Path: &api.StringMatch{Prefix: "/"}}}
+		}
+		steps = append(steps, api.Step{Kind: api.StepSetMirrorRoute, MirrorRoute: mr})
+	case "scale":
+		r := int32(1)
+		steps = append(steps, api.Step{Kind: api.StepSetCanaryScale, CanaryScale: &api.CanaryScale{Replicas: &r}})
+	default:
+		return nil, fmt.Errorf("unknown step %q", f[0])
 	}
 	return steps, nil
 }
