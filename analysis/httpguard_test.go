@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
 
 // providerCount reads a counter of the engine's registry by provider.
@@ -212,43 +213,11 @@ func TestResponseTooLarge(t *testing.T) {
 	}
 }
 
-// stallingListener accepts connections and never answers on them.
-func stallingListener(t *testing.T) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	go func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		lis.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return "http://" + lis.Addr().String()
-}
-
 // TestProviderTimeout: a peer that accepts and never answers makes the
 // measurement an Error within the timeout, naming it, counted by provider.
 func TestProviderTimeout(t *testing.T) {
-	stall := stallingListener(t)
+	stallAddr, _ := testkit.StallingListener(t)
+	stall := "http://" + stallAddr
 	const timeout = 200 * time.Millisecond
 	prom := promMetric("m", stall, "up", "true", 0, 1)
 	prom.Provider.Prometheus.Timeout = 0 // the engine's default applies

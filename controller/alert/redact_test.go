@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/controller/alert"
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
 
 func TestRedactURL(t *testing.T) {
@@ -146,48 +147,11 @@ func TestSinkURLErrorsAreRedacted(t *testing.T) {
 	}
 }
 
-// stallingListener accepts connections, never answers, and counts them.
-func stallingListener(t *testing.T) (addr string, accepted func() int) {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	go func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		lis.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return lis.Addr().String(), func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(conns)
-	}
-}
-
 // TestSinkTimeout: a sink that accepts and never answers fails each
 // attempt after its timeout, is retried with back-off on new
 // connections, and does not hold up another sink.
 func TestSinkTimeout(t *testing.T) {
-	addr, accepted := stallingListener(t)
+	addr, accepted := testkit.StallingListener(t)
 	stalled, err := alert.NewSink(alert.SinkOptions{Kind: alert.KindWebhook, URL: "http://" + addr + "/hook", Timeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

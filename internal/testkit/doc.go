@@ -7,7 +7,9 @@
 //     child process's stdout and stderr, a logger) for the test to read;
 //   - StartProcess runs a server binary on a free loopback port until the
 //     test ends, waiting until it answers its readiness URL; promtest and
-//     amtest start Prometheus and Alertmanager with it.
+//     amtest start Prometheus and Alertmanager with it;
+//   - StallingListener is a peer that accepts and never answers, for
+//     timeout tests.
 //
 // It is imported only by tests and test-helper packages, never by the
 // daemon.
