@@ -15,8 +15,8 @@ import (
 	"github.com/sluice-dev/sluice/analysis"
 	"github.com/sluice-dev/sluice/controller/alert"
 	"github.com/sluice-dev/sluice/controller/daemon"
-	"github.com/sluice-dev/sluice/gateway"
 	"github.com/sluice-dev/sluice/controller/httpapi"
+	"github.com/sluice-dev/sluice/gateway"
 )
 
 type runOptions struct {
