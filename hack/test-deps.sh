@@ -21,4 +21,6 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 go mod download
+# api/argocompat is a test-only module of its own (Argo's validation).
+(cd api/argocompat && go mod download)
 echo "test-deps: ok"
