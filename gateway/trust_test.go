@@ -110,10 +110,11 @@ func TestNackNotSentIgnored(t *testing.T) {
 // a UTF-8 boundary and marked, in both OnNack and WaitForAck's error (which
 // the runner stores in the rollout's state and alerts).
 func TestNackDetailCapped(t *testing.T) {
-	var reported []Nack
-	var mu sync.Mutex
+	// OnNack runs on the stream's goroutine after WaitForAck's waiters are
+	// woken, so the test waits for it rather than reading it at once.
+	reported := make(chan Nack, 4)
 	srv := startServer(t, "127.0.0.1:0", func(o *Options) {
-		o.OnNack = func(n Nack) { mu.Lock(); reported = append(reported, n); mu.Unlock() }
+		o.OnNack = func(n Nack) { reported <- n }
 	})
 	if _, err := srv.SetTraffic(traffic(nil)); err != nil {
 		t.Fatal(err)
@@ -137,10 +138,18 @@ func TestNackDetailCapped(t *testing.T) {
 		t.Errorf("WaitForAck error is %d bytes (valid UTF-8: %v, marked: %v), want the detail capped at 1 KiB",
 			len(msg), utf8.ValidString(msg), strings.Contains(msg, truncatedMarker))
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(reported) != 1 || len(reported[0].Detail) > maxDetail || !strings.HasSuffix(reported[0].Detail, truncatedMarker) {
-		t.Fatalf("OnNack got %d NACKs, detail of %d bytes", len(reported), len(reported[0].Detail))
+	select {
+	case n := <-reported:
+		if len(n.Detail) > maxDetail || !strings.HasSuffix(n.Detail, truncatedMarker) {
+			t.Fatalf("OnNack got a detail of %d bytes, want at most %d ending in the marker", len(n.Detail), maxDetail)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnNack was not called")
+	}
+	select {
+	case n := <-reported:
+		t.Fatalf("OnNack called twice: %+v", n.Resources)
+	default:
 	}
 }
 
