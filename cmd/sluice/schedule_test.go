@@ -1,36 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/sluice-dev/sluice/internal/testkit"
 )
-
-// runScheduleCmd runs `sluice schedule args...` in process.
-func runScheduleCmd(t *testing.T, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	root := newRootCmd()
-	root.SetArgs(append([]string{"schedule"}, args...))
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	err := root.ExecuteContext(context.Background())
-	var ee exitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		code = ee.code
-	default:
-		errOut.WriteString("sluice: " + err.Error() + "\n")
-		code = 2
-	}
-	return out.String(), errOut.String(), code
-}
 
 func TestScheduleGolden(t *testing.T) {
 	dir := filepath.Join("testdata", "schedule")
@@ -52,13 +28,13 @@ func TestScheduleGolden(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out, stderr, code := runScheduleCmd(t, tc.args...)
+			out, stderr, code := runSluice(t, append([]string{"schedule"}, tc.args...)...)
 			if code != tc.code {
 				t.Fatalf("exit %d, want %d; stderr: %s", code, tc.code, stderr)
 			}
 			testkit.Golden(t, filepath.Join(dir, tc.golden), []byte(out))
 			// A fixed seed gives the same plan every time.
-			if again, _, _ := runScheduleCmd(t, tc.args...); again != out {
+			if again, _, _ := runSluice(t, append([]string{"schedule"}, tc.args...)...); again != out {
 				t.Fatal("second run differs")
 			}
 		})
@@ -85,7 +61,7 @@ func TestScheduleErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, stderr, code := runScheduleCmd(t, tc.args...)
+			_, stderr, code := runSluice(t, append([]string{"schedule"}, tc.args...)...)
 			if code != 2 || !strings.Contains(stderr, tc.want) {
 				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, stderr, tc.want)
 			}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -12,27 +10,6 @@ import (
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/store"
 )
-
-// runStateCmd runs `sluice state args...` in process.
-func runStateCmd(t *testing.T, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	root := newRootCmd()
-	root.SetArgs(append([]string{"state"}, args...))
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	err := root.ExecuteContext(context.Background())
-	var ee exitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		code = ee.code
-	default:
-		errOut.WriteString("sluice: " + err.Error() + "\n")
-		code = 2
-	}
-	return out.String(), errOut.String(), code
-}
 
 var stateKey = api.Key{Namespace: "default", Name: "checkout"}
 
@@ -92,7 +69,7 @@ func TestStateCheck(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := stateDir(t)
 			tt.prepare(t, dir)
-			out, errOut, code := runStateCmd(t, "check", "--state-dir", dir)
+			out, errOut, code := runSluice(t, "state", "check", "--state-dir", dir)
 			if code != tt.code || !strings.Contains(out+errOut, tt.want) {
 				t.Fatalf("exit %d, want %d with %q\nstdout: %s\nstderr: %s", code, tt.code, tt.want, out, errOut)
 			}
@@ -105,7 +82,7 @@ func TestStateCheck(t *testing.T) {
 func TestStateBackupRestore(t *testing.T) {
 	dir := stateDir(t)
 	backup := filepath.Join(t.TempDir(), "sluice-backup.db")
-	out, errOut, code := runStateCmd(t, "backup", "--state-dir", dir, "-o", backup)
+	out, errOut, code := runSluice(t, "state", "backup", "--state-dir", dir, "-o", backup)
 	if code != 0 || !strings.Contains(out, "backed up") {
 		t.Fatalf("backup: exit %d\n%s%s", code, out, errOut)
 	}
@@ -129,7 +106,7 @@ func TestStateBackupRestore(t *testing.T) {
 
 	zeroMeta(t, dir)
 	bad := filepath.Join(t.TempDir(), "bad.db")
-	if _, errOut, code := runStateCmd(t, "backup", "--state-dir", dir, "-o", bad); code != 1 || !strings.Contains(errOut, "not backed up") {
+	if _, errOut, code := runSluice(t, "state", "backup", "--state-dir", dir, "-o", bad); code != 1 || !strings.Contains(errOut, "not backed up") {
 		t.Fatalf("backup of a damaged file: exit %d\n%s", code, errOut)
 	}
 	if _, err := os.Stat(bad); !errors.Is(err, os.ErrNotExist) {
