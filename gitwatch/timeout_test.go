@@ -1,15 +1,12 @@
 package gitwatch
 
 import (
-	"errors"
 	"io"
 	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/fluxcd/gitkit"
 )
 
 // stallProxy is a TCP listener that accepts connections and never answers
@@ -108,17 +105,7 @@ func TestGitTimeout(t *testing.T) {
 				srv.KeyDir(t.TempDir())
 				srv.Auth("", "")
 				key, pub := sshKey(t, "")
-				srv.PublicKeyLookupFunc(func(content string) (*gitkit.PublicKey, error) {
-					if content == pub {
-						return &gitkit.PublicKey{Id: "sluice"}, nil
-					}
-					return nil, errors.New("unknown key")
-				})
-				if err := srv.ListenSSH(); err != nil {
-					t.Fatal(err)
-				}
-				go func() { _ = srv.StartSSH() }()
-				t.Cleanup(func() { _ = srv.StopSSH() })
+				serveSSH(t, srv, pub)
 				return strings.TrimPrefix(srv.SSHAddress(), "ssh://git@"),
 					Auth{SSHKeyFile: writeFile(t, "id", string(key)), InsecureIgnoreHostKey: true}
 			},

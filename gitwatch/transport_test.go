@@ -150,17 +150,7 @@ func TestSSH(t *testing.T) {
 	srv.Auth("", "") // switches on public key checking for SSH
 	goodKey, goodPub := sshKey(t, keyPass)
 	otherKey, _ := sshKey(t, "")
-	srv.PublicKeyLookupFunc(func(content string) (*gitkit.PublicKey, error) {
-		if content == goodPub {
-			return &gitkit.PublicKey{Id: "sluice"}, nil
-		}
-		return nil, errors.New("unknown key")
-	})
-	if err := srv.ListenSSH(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.StartSSH() }()
-	t.Cleanup(func() { _ = srv.StopSSH() })
+	serveSSH(t, srv, goodPub)
 
 	// known_hosts from the server's own host key, and one with a stranger.
 	addr := strings.TrimPrefix(srv.SSHAddress(), "ssh://git@")
@@ -245,4 +235,21 @@ func TestHTTPToken(t *testing.T) {
 		t.Fatalf("revision %s, want %s", r.Commit, c0)
 	}
 	assertNoLeak(t, h, token)
+}
+
+// serveSSH starts srv's SSH server, accepting only the public key pub,
+// until the test ends.
+func serveSSH(t *testing.T, srv *gittestserver.GitServer, pub string) {
+	t.Helper()
+	srv.PublicKeyLookupFunc(func(content string) (*gitkit.PublicKey, error) {
+		if content == pub {
+			return &gitkit.PublicKey{Id: "sluice"}, nil
+		}
+		return nil, errors.New("unknown key")
+	})
+	if err := srv.ListenSSH(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.StartSSH() }()
+	t.Cleanup(func() { _ = srv.StopSSH() })
 }
