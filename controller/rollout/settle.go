@@ -66,10 +66,11 @@ func (m *machine) settleNacked(gen uint64, reason string) {
 }
 
 // settlingMessage describes a move still waiting for its ACK, for
-// summarize; ok is false when there is none to report for this phase.
-func settlingMessage(s State, kind SettleKind, msg string) (string, bool) {
+// summarize: an abort's for an aborted rollout, any other for a Healthy
+// one; ok is false when there is none to report.
+func settlingMessage(s State, msg string) (string, bool) {
 	st := s.Settle
-	if st == nil || (st.Kind == SettleAbort) != (kind == SettleAbort) {
+	if st == nil || (st.Kind == SettleAbort) != s.Aborted {
 		return "", false
 	}
 	if st.Nack != "" {

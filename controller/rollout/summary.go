@@ -38,7 +38,7 @@ func phaseAndMessage(s State) (Phase, string) {
 		return "", ""
 	case s.Aborted:
 		msg := fmt.Sprintf("aborted at step %d/%d: %s", s.StepIndex+1, n, s.AbortReason)
-		if settling, ok := settlingMessage(s, SettleAbort, fmt.Sprintf("aborting at step %d/%d: %s; all traffic back to %s", s.StepIndex+1, n, s.AbortReason, s.StableVersion)); ok {
+		if settling, ok := settlingMessage(s, fmt.Sprintf("aborting at step %d/%d: %s; all traffic back to %s", s.StepIndex+1, n, s.AbortReason, s.StableVersion)); ok {
 			return PhaseProgressing, settling
 		}
 		return PhaseDegraded, msg + ackNote(s)
@@ -50,7 +50,7 @@ func phaseAndMessage(s State) (Phase, string) {
 		if s.Settle != nil && s.Settle.Kind == SettlePromotion {
 			pending = fmt.Sprintf("promoting %s to stable at 100%%", s.StableVersion)
 		}
-		if settling, ok := settlingMessage(s, SettleStable, pending); ok {
+		if settling, ok := settlingMessage(s, pending); ok {
 			return PhaseProgressing, settling
 		}
 		return PhaseHealthy, msg + ackNote(s)
