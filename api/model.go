@@ -71,6 +71,9 @@ type Rollout struct {
 	// XDS is the sluice.io/xds plugin configuration; nil when the rollout
 	// does not use sluice's traffic router.
 	XDS *XDSConfig `json:"xds,omitempty"`
+	// Workload is set in Kubernetes mode only: what sluice needs to run
+	// the rollout's pods.
+	Workload *Workload `json:"workload,omitempty"`
 	// Spec is the whole Argo spec, kept for what sluice does not model yet
 	// (pod template details, canaryService, antiAffinity, ...). It is part
 	// of the JSON so that a persisted rollout diffs exactly like a loaded one.

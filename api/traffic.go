@@ -21,6 +21,15 @@ type Traffic struct {
 	// StableEndpoints and CanaryEndpoints are host:port addresses.
 	StableEndpoints []string `json:"stableEndpoints"`
 	CanaryEndpoints []string `json:"canaryEndpoints"`
+	// StableWorkload and CanaryWorkload are the pod-template hashes behind
+	// each side in Kubernetes mode ("" in standalone mode): the endpoints
+	// of each side come from the cluster's Ready pods of that hash.
+	StableWorkload string `json:"stableWorkload,omitempty"`
+	CanaryWorkload string `json:"canaryWorkload,omitempty"`
+	// EndpointZones maps an endpoint address to its zone
+	// (topology.kubernetes.io/zone), sent as its EDS locality; addresses
+	// not in it share one default locality.
+	EndpointZones map[string]string `json:"endpointZones,omitempty"`
 	Weights         Weights  `json:"weights"`
 	// HeaderRoutes send matching requests to the canary, in step order,
 	// ahead of the weighted default route.

@@ -1,0 +1,51 @@
+package rollout
+
+import "github.com/sluice-dev/sluice/api"
+
+// WorkloadRole says which side of a rollout a set of pods serves.
+type WorkloadRole string
+
+// Workload roles.
+const (
+	RoleStable WorkloadRole = "stable"
+	RoleCanary WorkloadRole = "canary"
+	// RoleOld is a former stable or aborted canary still draining: it
+	// keeps its pods until its scale-down delay has passed.
+	RoleOld WorkloadRole = "old"
+)
+
+// WorkloadSet is one version's pods as the machine wants them.
+type WorkloadSet struct {
+	Role    WorkloadRole `json:"role"`
+	Version string       `json:"version"`
+	// Hash is the version's pod-template hash: its ReplicaSet is
+	// "<rollout>-<hash>".
+	Hash     string `json:"hash"`
+	Replicas int32  `json:"replicas"`
+	// Spec is the rollout whose template builds this version's pods.
+	Spec *api.Rollout `json:"spec"`
+}
+
+// ScaleWorkloads (Kubernetes mode) asks the workload actuator to run
+// exactly Sets for Rollout: every ReplicaSet of the rollout not named in
+// Sets goes to 0 replicas (and out of the revision history past its
+// limit). It is declarative, so executing it twice does no harm.
+// Readiness comes back as PodsReady events.
+type ScaleWorkloads struct {
+	Rollout api.Key       `json:"rollout"`
+	Gen     uint64        `json:"gen"`
+	Sets    []WorkloadSet `json:"sets"`
+}
+
+func (ScaleWorkloads) isAction() {}
+
+// PodsReady (Kubernetes mode) reports the pods of one version of the
+// rollout, by pod-template hash: how many exist and how many are Ready.
+// The actuator sends it whenever either number changes.
+type PodsReady struct {
+	Hash     string `json:"hash"`
+	Replicas int32  `json:"replicas"`
+	Ready    int32  `json:"ready"`
+}
+
+func (PodsReady) isEvent() {}
