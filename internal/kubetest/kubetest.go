@@ -1,0 +1,208 @@
+package kubetest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// PodCIDR is the range kwok hands pod IPs out of; inside Main's network
+// namespace it is routed to loopback.
+const PodCIDR = "10.244.0.0/16"
+
+// Version is the Kubernetes release the binaries are built from.
+const Version = "v1.37.2"
+
+// inNetnsEnv marks the re-executed test binary.
+const inNetnsEnv = "SLUICE_KUBETEST_NETNS"
+
+// BinDir is where hack/kube/build-binaries.sh puts the binaries:
+// $SLUICE_KUBE_BIN, or $HOME/.cache/kube-controlplane/<Version>/bin.
+func BinDir() string {
+	if d := os.Getenv("SLUICE_KUBE_BIN"); d != "" {
+		return d
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "kube-controlplane", Version, "bin")
+}
+
+// Main runs the package's tests inside a fresh network namespace in which
+// PodCIDR is local (the test binary re-executes itself under unshare), and
+// starts one control plane with nodes fake nodes over zones zone-a|b|c
+// for all of them (Shared). Use it from TestMain:
+//
+//	func TestMain(m *testing.M) { kubetest.Main(m, 6) }
+func Main(m *testing.M, nodes int) {
+	if os.Getenv(inNetnsEnv) == "" {
+		os.Exit(reexecInNetns())
+	}
+	code := func() int {
+		c, err := start(nodes)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "kubetest:", err)
+			return 1
+		}
+		shared = c
+		defer c.Stop()
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// reexecInNetns runs this test binary again, with the same arguments, in a
+// new network namespace with loopback up and PodCIDR routed locally.
+func reexecInNetns() int {
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kubetest:", err)
+		return 1
+	}
+	script := `ip link set lo up && ip route add local "$POD_CIDR" dev lo && exec "$@"`
+	args := append([]string{"--net", "--", "bash", "-c", script, "kubetest", self}, os.Args[1:]...)
+	cmd := exec.Command("unshare", args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), inNetnsEnv+"=1", "POD_CIDR="+PodCIDR)
+	if err := cmd.Run(); err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode()
+		}
+		fmt.Fprintln(os.Stderr, "kubetest: unshare --net (needs root):", err)
+		return 1
+	}
+	return 0
+}
+
+// Cluster is a running control plane.
+type Cluster struct {
+	// Dir holds the logs, the data and Kubeconfig.
+	Dir        string
+	Kubeconfig string
+	Config     *rest.Config
+	Client     kubernetes.Interface
+
+	stopOnce sync.Once
+}
+
+var shared *Cluster
+
+// Shared is the control plane Main started. It fails the test when Main
+// was not used.
+func Shared(t testing.TB) *Cluster {
+	t.Helper()
+	if shared == nil {
+		t.Fatal("kubetest: no control plane; call kubetest.Main from TestMain")
+	}
+	return shared
+}
+
+// start runs hack/kube/run-controlplane.sh into a fresh directory.
+func start(nodes int) (*Cluster, error) {
+	bin := BinDir()
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kwok", "kwok-stages.yaml"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			return nil, fmt.Errorf("%s missing in %s: run hack/kube/build-binaries.sh (make kube-deps; ~20 min the first time)", b, bin)
+		}
+	}
+	hack, err := hackDir()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "sluice-kube-")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Dir: dir, Kubeconfig: filepath.Join(dir, "kubeconfig")}
+	var out bytes.Buffer
+	cmd := exec.Command(filepath.Join(hack, "run-controlplane.sh"), dir, strconv.Itoa(nodes))
+	cmd.Env = append(os.Environ(), "BIN="+bin, "POD_CIDR="+PodCIDR)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("run-controlplane.sh: %v\n%s", err, out.String())
+	}
+	if c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	c.Config.QPS, c.Config.Burst = 500, 1000
+	if c.Client, err = kubernetes.NewForConfig(c.Config); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// hackDir finds hack/kube by walking up from the working directory (go
+// test runs in the package's directory).
+func hackDir() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		p := filepath.Join(dir, "hack", "kube")
+		if _, err := os.Stat(filepath.Join(p, "run-controlplane.sh")); err == nil {
+			return p, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("hack/kube/run-controlplane.sh not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Stop stops the control plane and removes its directory (logs are kept
+// when SLUICE_KUBETEST_KEEP is set).
+func (c *Cluster) Stop() {
+	c.stopOnce.Do(func() {
+		if hack, err := hackDir(); err == nil {
+			_ = exec.Command(filepath.Join(hack, "stop-controlplane.sh"), c.Dir).Run()
+		}
+		if os.Getenv("SLUICE_KUBETEST_KEEP") == "" {
+			_ = os.RemoveAll(c.Dir)
+		} else {
+			fmt.Fprintln(os.Stderr, "kubetest: kept", c.Dir)
+		}
+	})
+}
+
+// Namespace creates a fresh namespace for one test and deletes it after.
+func (c *Cluster) Namespace(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ns, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "t-"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Client.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+	})
+	return ns.Name
+}
+
+// Log returns the tail of one component's log ("apiserver",
+// "controller-manager", "kwok", "etcd"), for failure messages.
+func (c *Cluster) Log(component string) string {
+	b, _ := os.ReadFile(filepath.Join(c.Dir, component+".log"))
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
