@@ -44,10 +44,10 @@ func displayKey(k Key, cluster bool) string {
 
 // acceptRollouts converts the rollouts and runs the checks that need the
 // whole set: duplicate names and analysis template references.
-func acceptRollouts(set *Set, docs []*rolloutDoc, invalidTemplates map[templateID]bool) {
+func acceptRollouts(set *Set, docs []*rolloutDoc, invalidTemplates map[templateID]bool, mode Mode) {
 	first := map[Key]*Rollout{}
 	for _, rd := range docs {
-		r, c := convertRollout(rd)
+		r, c := convertRollout(rd, mode)
 		if prev, dup := first[r.Key]; dup && r.Name != "" {
 			c.errorf("metadata.name", "duplicate rollout %s (first defined at %s:%d)", r.Key, prev.File, prev.Line)
 		} else if r.Name != "" {

@@ -53,7 +53,7 @@ func (d *document) diag(sev Severity, path, format string, args ...any) Diagnost
 // whole: every problem becomes a Diagnostic, and what is valid is returned.
 // Files are parsed in parallel; the result does not depend on it.
 func Load(sources []Source) *Set {
-	return assemble(sources, parseAll(sources, Limits{}.withDefaults(), nil))
+	return assemble(sources, parseAll(sources, Limits{}.withDefaults(), nil), ModeStandalone)
 }
 
 // parsed is what one file contributes before the set-wide checks
@@ -139,7 +139,7 @@ func parseAll(sources []Source, limits Limits, reuse func(Source) *parsed) []*pa
 }
 
 // assemble runs the set-wide checks over parsed files, in source order.
-func assemble(sources []Source, files []*parsed) *Set {
+func assemble(sources []Source, files []*parsed, mode Mode) *Set {
 	set := &Set{}
 	var rollouts []*rolloutDoc
 	var templates []*templateDoc
@@ -154,7 +154,7 @@ func assemble(sources []Source, files []*parsed) *Set {
 		templates = append(templates, p.templates...)
 	}
 	idx := indexTemplates(set, templates)
-	acceptRollouts(set, rollouts, idx)
+	acceptRollouts(set, rollouts, idx, mode)
 	sortSet(set)
 	return set
 }

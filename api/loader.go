@@ -12,6 +12,7 @@ import (
 // not 1,000 parses. The result is the same as Load's.
 type Loader struct {
 	limits Limits
+	mode   Mode
 
 	mu    sync.Mutex
 	files map[string]cachedFile
@@ -26,6 +27,15 @@ type cachedFile struct {
 // their defaults).
 func NewLoader(limits Limits) *Loader {
 	return &Loader{limits: limits.withDefaults(), files: map[string]cachedFile{}}
+}
+
+// ForKubernetes makes the Loader check and convert rollouts for
+// Kubernetes mode (ModeKubernetes); it returns l.
+func (l *Loader) ForKubernetes() *Loader {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.mode = ModeKubernetes
+	return l
 }
 
 // Load is api.Load with reuse of unchanged files. Files not in sources are
@@ -52,7 +62,7 @@ func (l *Loader) Load(sources []Source) *Set {
 			l.files[s.Name] = cachedFile{sum: sums[i], p: files[i]}
 		}
 	}
-	return assemble(sources, files)
+	return assemble(sources, files, l.mode)
 }
 
 // LoadFS reads the strategy files under root in fsys and loads them. A

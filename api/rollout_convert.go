@@ -19,6 +19,8 @@ type checker struct {
 	// stepPaths[i] is the field path of the rollout's Steps[i]: invalid
 	// steps are left out of Steps, so indexes can differ from the file's.
 	stepPaths []string
+	// mode is where the rollout runs: it decides where endpoints come from.
+	mode Mode
 }
 
 func (c *checker) errorf(path, format string, args ...any) {
@@ -38,9 +40,9 @@ const (
 
 // convertRollout checks one Rollout on its own and converts it. The
 // set-wide checks (duplicates, template references) come after.
-func convertRollout(rd *rolloutDoc) (*Rollout, *checker) {
+func convertRollout(rd *rolloutDoc, mode Mode) (*Rollout, *checker) {
 	ro := rd.obj
-	c := &checker{doc: rd.doc, key: Key{Namespace: ro.Namespace, Name: ro.Name}}
+	c := &checker{doc: rd.doc, key: Key{Namespace: ro.Namespace, Name: ro.Name}, mode: mode}
 	if c.key.Namespace == "" {
 		c.key.Namespace = DefaultNamespace
 	}
@@ -64,6 +66,9 @@ func convertRollout(rd *rolloutDoc) (*Rollout, *checker) {
 		return r, c
 	}
 	c.argoSpecRules(ro)
+	if c.mode == ModeKubernetes {
+		r.Workload = c.workload(ro, canary)
+	}
 	c.trafficRouting(r, canary.TrafficRouting)
 	ctx := stepContext{routing: canary.TrafficRouting, maxWeight: weightutil.MaxTrafficWeight(ro)}
 	for i := range canary.Steps {

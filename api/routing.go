@@ -72,6 +72,12 @@ func (c *checker) xdsConfig(doc xdsConfigDoc, version string) *XDSConfig {
 			c.errorf(xdsPath+".host", "%q is not a valid DNS name (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit)", doc.Host)
 		}
 	}
+	if c.mode == ModeKubernetes {
+		if len(doc.Endpoints) > 0 {
+			c.errorf(xdsPath+".endpoints", "not allowed in Kubernetes mode: each version's endpoints come from the cluster (its Ready pods, or the EndpointSlices of canaryService/stableService)")
+		}
+		return c.xdsOptions(cfg, doc)
+	}
 	for v, addrs := range doc.Endpoints {
 		p := childPath(xdsPath+".endpoints", v)
 		if len(addrs) == 0 {
@@ -88,6 +94,11 @@ func (c *checker) xdsConfig(doc xdsConfigDoc, version string) *XDSConfig {
 			c.errorf(xdsPath+".endpoints", "no endpoints for the current version %q", version)
 		}
 	}
+	return c.xdsOptions(cfg, doc)
+}
+
+// xdsOptions checks and converts the plugin fields both modes share.
+func (c *checker) xdsOptions(cfg *XDSConfig, doc xdsConfigDoc) *XDSConfig {
 	if sa := doc.SessionAffinity; sa != nil {
 		p := xdsPath + ".sessionAffinity"
 		if !cookieName.MatchString(sa.CookieName) {

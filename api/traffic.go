@@ -30,7 +30,7 @@ type Traffic struct {
 	// (topology.kubernetes.io/zone), sent as its EDS locality; addresses
 	// not in it share one default locality.
 	EndpointZones map[string]string `json:"endpointZones,omitempty"`
-	Weights         Weights  `json:"weights"`
+	Weights       Weights           `json:"weights"`
 	// HeaderRoutes send matching requests to the canary, in step order,
 	// ahead of the weighted default route.
 	HeaderRoutes []HeaderRoute `json:"headerRoutes,omitempty"`

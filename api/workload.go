@@ -1,6 +1,23 @@
 package api
 
-import "time"
+import (
+	"time"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"github.com/argoproj/argo-rollouts/utils/hash"
+)
+
+// Mode says where rollouts run, which decides what a strategy file must
+// hold: in standalone mode the endpoints of each version come from git
+// (plugins."sluice.io/xds".endpoints); in Kubernetes mode sluice runs the
+// pods itself and the endpoints come from the cluster.
+type Mode int
+
+// Modes.
+const (
+	ModeStandalone Mode = iota
+	ModeKubernetes
+)
 
 // Defaults of Workload, as Argo Rollouts defines them.
 const (
@@ -39,4 +56,46 @@ type Workload struct {
 	// sluice pins to each side's pod-template hash ("" when not named).
 	CanaryService string `json:"canaryService,omitempty"`
 	StableService string `json:"stableService,omitempty"`
+}
+
+// workload reads what Kubernetes mode needs from the Argo spec, with
+// Argo's defaults, and checks what only Kubernetes mode requires.
+func (c *checker) workload(ro *v1alpha1.Rollout, canary *v1alpha1.CanaryStrategy) *Workload {
+	if ro.Spec.WorkloadRef != nil {
+		c.cannotRunf("spec.workloadRef", "not supported in Kubernetes mode yet: sluice builds each version's ReplicaSet from spec.template")
+	}
+	if ro.Spec.Selector == nil || (len(ro.Spec.Selector.MatchLabels) == 0 && len(ro.Spec.Selector.MatchExpressions) == 0) {
+		c.errorf("spec.selector", "required in Kubernetes mode: it selects the rollout's pods")
+	}
+	w := &Workload{
+		// Argo hashes the template as written, before it adds its label.
+		PodTemplateHash:       hash.ComputePodTemplateHash(&ro.Spec.Template, nil),
+		DynamicStableScale:    canary.DynamicStableScale,
+		MinPodsPerReplicaSet:  derefOr(canary.MinPodsPerReplicaSet, DefaultMinPodsPerReplicaSet),
+		ProgressDeadline:      seconds(ro.Spec.ProgressDeadlineSeconds, DefaultProgressDeadline),
+		ProgressDeadlineAbort: ro.Spec.ProgressDeadlineAbort,
+		ScaleDownDelay:        seconds(canary.ScaleDownDelaySeconds, DefaultScaleDownDelay),
+		AbortScaleDownDelay:   seconds(canary.AbortScaleDownDelaySeconds, DefaultAbortScaleDownDelay),
+		RevisionHistoryLimit:  derefOr(ro.Spec.RevisionHistoryLimit, DefaultRevisionHistoryLimit),
+		CanaryService:         canary.CanaryService,
+		StableService:         canary.StableService,
+	}
+	if w.MinPodsPerReplicaSet < 1 {
+		c.errorf(canaryPath+".minPodsPerReplicaSet", "must be at least 1, got %d", w.MinPodsPerReplicaSet)
+	}
+	return w
+}
+
+func derefOr(p *int32, def int32) int32 {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+func seconds(p *int32, def time.Duration) time.Duration {
+	if p == nil {
+		return def
+	}
+	return time.Duration(*p) * time.Second
 }
