@@ -49,7 +49,7 @@ func Translate(t api.Traffic) (*Resources, error) {
 		eps  []string
 	}{{Stable, stableEPs}, {Canary, canaryEPs}} {
 		name := ClusterName(t.Rollout, s.side)
-		cla, err := loadAssignment(name, s.eps)
+		cla, err := loadAssignment(name, s.eps, t.EndpointZones)
 		if err != nil {
 			return nil, &ValidationError{Rollout: t.Rollout, Resource: name, Rule: "endpoints", Err: err}
 		}
@@ -225,15 +225,18 @@ func toCluster(name string) *routev3.Route_Route {
 	return &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: name}}}
 }
 
-// loadAssignment puts all endpoints of one side into one locality with an
-// ID and weight 1 (gRPC ignores localities without a weight).
-func loadAssignment(cluster string, addrs []string) (*endpointv3.ClusterLoadAssignment, error) {
+// defaultLocality is the zone of endpoints whose zone is unknown (all of
+// them in standalone mode): gRPC rejects a locality without an ID.
+const defaultLocality = "sluice"
+
+// loadAssignment groups one side's endpoints by zone into localities
+// (sorted, so the same input gives the same resource). Each locality's
+// weight is its endpoint count, so that a client spreading load over
+// localities by weight (gRPC's xds_wrr_locality) still gives every
+// endpoint the same share; gRPC ignores localities without a weight.
+func loadAssignment(cluster string, addrs []string, zones map[string]string) (*endpointv3.ClusterLoadAssignment, error) {
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: cluster}
-	if len(addrs) == 0 {
-		return cla, nil
-	}
-	// gRPC rejects a locality without an ID.
-	loc := &endpointv3.LocalityLbEndpoints{Locality: &corev3.Locality{Zone: "sluice"}, LoadBalancingWeight: wrapperspb.UInt32(1)}
+	byZone := map[string][]*endpointv3.LbEndpoint{}
 	seen := map[string]bool{}
 	for _, a := range addrs {
 		host, port, err := net.SplitHostPort(a)
@@ -248,11 +251,22 @@ func loadAssignment(cluster string, addrs []string) (*endpointv3.ClusterLoadAssi
 			return nil, fmt.Errorf("endpoint %q: empty or duplicate", a)
 		}
 		seen[a] = true
-		loc.LbEndpoints = append(loc.LbEndpoints, &endpointv3.LbEndpoint{
+		zone := zones[a]
+		if zone == "" {
+			zone = defaultLocality
+		}
+		byZone[zone] = append(byZone[zone], &endpointv3.LbEndpoint{
 			HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: socketAddress(host, uint32(p))}},
 		})
 	}
-	cla.Endpoints = []*endpointv3.LocalityLbEndpoints{loc}
+	for _, zone := range sortedKeys(byZone) {
+		eps := byZone[zone]
+		cla.Endpoints = append(cla.Endpoints, &endpointv3.LocalityLbEndpoints{
+			Locality:            &corev3.Locality{Zone: zone},
+			LoadBalancingWeight: wrapperspb.UInt32(uint32(len(eps))),
+			LbEndpoints:         eps,
+		})
+	}
 	return cla, nil
 }
 

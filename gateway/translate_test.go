@@ -66,6 +66,12 @@ func TestTranslateGolden(t *testing.T) {
 			t.Weights = api.CanaryWeights(0)
 			t.SessionAffinity = &api.SessionAffinity{CookieName: "sluice-canary", MaxAge: 3600}
 		}},
+		{"zones", func(t *api.Traffic) {
+			t.StableEndpoints = []string{"10.244.0.3:8080", "10.244.0.1:8080", "10.244.0.2:8080"}
+			t.CanaryEndpoints = []string{"10.244.0.9:8080"}
+			t.StableWorkload, t.CanaryWorkload = "5d7f9c", "6b8c4d"
+			t.EndpointZones = map[string]string{"10.244.0.1:8080": "zone-b", "10.244.0.2:8080": "zone-a", "10.244.0.3:8080": "zone-b", "10.244.0.9:8080": "zone-c"}
+		}},
 		{"mirror", func(t *api.Traffic) {
 			t.Weights = api.CanaryWeights(0)
 			t.MirrorRoutes = []api.MirrorRoute{{Name: "shadow", Percentage: 35, Match: []api.RouteMatch{
