@@ -32,6 +32,8 @@ func (r *Runner) execute(e *entry, acts []rollout.Action, now time.Time) {
 				t.Stop()
 				delete(e.timers, a.ID)
 			}
+		case rollout.ScaleWorkloads:
+			r.scaleWorkloads(e, a)
 		case rollout.Notify:
 			r.enqueueAlert(e.key, alert.FromRollout(a.Alert, now))
 		}
@@ -75,6 +77,48 @@ func (r *Runner) setTraffic(e *entry, a rollout.SetTraffic) {
 		default:
 			r.log.Warn("xds nack", "rollout", key.String(), "gen", a.Gen, "version", version, "err", err)
 			r.Submit(key, rollout.TrafficNacked{Gen: a.Gen, Reason: err.Error()})
+		}
+	}()
+}
+
+// Back-off of a ScaleWorkloads the cluster refused (the apiserver is down
+// or overloaded): it is declarative, so it is simply applied again.
+const (
+	scaleRetryMin = 500 * time.Millisecond
+	scaleRetryMax = 30 * time.Second
+)
+
+// scaleWorkloads applies the desired ReplicaSets in the background and
+// retries until it succeeds or a newer ScaleWorkloads of the rollout
+// supersedes it. The machine waits for PodsReady, so a failed apply never
+// moves traffic; it only shows as a wait and in the log.
+func (r *Runner) scaleWorkloads(e *entry, a rollout.ScaleWorkloads) {
+	if r.opts.Workloads == nil {
+		r.log.Error("scale workloads: not in Kubernetes mode", "rollout", e.key.String(), "gen", a.Gen)
+		return
+	}
+	if e.scaleCancel != nil {
+		e.scaleCancel()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.scaleCancel = cancel
+	r.waits.Add(1)
+	go func() {
+		defer r.waits.Done()
+		defer cancel()
+		wait := scaleRetryMin
+		for {
+			err := r.opts.Workloads.Scale(ctx, a)
+			if err == nil || ctx.Err() != nil {
+				return
+			}
+			r.log.Warn("scale workloads failed; retrying", "rollout", a.Rollout.String(), "gen", a.Gen, "retry_in", wait, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, scaleRetryMax)
 		}
 	}()
 }

@@ -23,6 +23,8 @@ type entry struct {
 	deadlines map[string]time.Time
 	runs      map[string]*analysisRun
 	ackCancel context.CancelFunc
+	// scaleCancel stops the retries of the latest ScaleWorkloads.
+	scaleCancel context.CancelFunc
 	// saveFailures counts consecutive failed saves, for the retry back-off.
 	saveFailures int
 }
@@ -63,6 +65,10 @@ func (e *entry) stopAll() {
 	if e.ackCancel != nil {
 		e.ackCancel()
 		e.ackCancel = nil
+	}
+	if e.scaleCancel != nil {
+		e.scaleCancel()
+		e.scaleCancel = nil
 	}
 }
 

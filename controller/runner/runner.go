@@ -45,6 +45,14 @@ type Alerter interface {
 	Enqueue(a alert.Alert) error
 }
 
+// Workloads runs each version's pods (Kubernetes mode);
+// controller/workload implements it. Readiness comes back through Submit
+// as rollout.PodsReady events, fed by whoever watches the cluster.
+type Workloads interface {
+	// Scale makes the rollout's ReplicaSets match a. It is idempotent.
+	Scale(ctx context.Context, a rollout.ScaleWorkloads) error
+}
+
 // NoAnalyzerMessage is the verdict message when no analysis engine is
 // wired: the run ends Inconclusive, so the canary pauses instead of passing.
 const NoAnalyzerMessage = "analysis engine not available"
@@ -62,6 +70,9 @@ type Options struct {
 	// Analyzer runs analysis; nil makes every run end Inconclusive with
 	// NoAnalyzerMessage.
 	Analyzer Analyzer
+	// Workloads carries out ScaleWorkloads (Kubernetes mode); nil in
+	// standalone mode, where the machine emits none.
+	Workloads Workloads
 	// Alerter receives alerts; nil only logs them.
 	Alerter Alerter
 	Logger  *slog.Logger
