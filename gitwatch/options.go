@@ -58,6 +58,9 @@ type Options struct {
 	// Limits bound the strategy files read from one commit (api.Limits;
 	// zero fields take the defaults).
 	Limits api.Limits
+	// Mode is where the rollouts run: it decides what a strategy file must
+	// hold (api.Mode; standalone by default).
+	Mode api.Mode
 	// Logger receives the watcher's logs; slog.Default() when nil.
 	Logger *slog.Logger
 	// Registry receives sluice_git_fetch_seconds; a private registry when nil.

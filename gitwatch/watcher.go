@@ -105,7 +105,7 @@ func New(opts Options) (*Watcher, error) {
 		trigger: make(chan struct{}, 1),
 		branch:  cfg.Branch,
 		last:    plumbing.NewHash(cfg.LastCommit),
-		loader:  api.NewLoader(opts.Limits),
+		loader:  newLoader(opts),
 	}
 	w.status = Status{Repo: cfg.display, Branch: cfg.Branch, LastCommit: cfg.LastCommit}
 	return w, nil
@@ -179,4 +179,12 @@ func jitter(d time.Duration) time.Duration {
 func backoff(n int) time.Duration {
 	const maxBackoff = 5 * time.Minute
 	return min(time.Second<<min(n-1, 16), maxBackoff)
+}
+
+func newLoader(opts Options) *api.Loader {
+	l := api.NewLoader(opts.Limits)
+	if opts.Mode == api.ModeKubernetes {
+		l.ForKubernetes()
+	}
+	return l
 }

@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
 # Installs what the tests need, idempotently: fast when everything is there.
-# Today: git, Prometheus and Alertmanager (Debian packages). Go modules come
-# through the module proxy when the tests build.
+# Debian packages: git, Prometheus, Alertmanager, and what the Kubernetes
+# control plane scripts use (ip and unshare for the tests' network
+# namespace, openssl, curl). Go modules come through the module proxy. The
+# control plane itself (kube-apiserver, kube-controller-manager,
+# kube-scheduler, etcd, kwok) is built from the module proxy once into
+# ~/.cache/kube-controlplane (hack/kube/build-binaries.sh: ~20 min cold on 2
+# cores, seconds when cached).
 set -euo pipefail
 
 need=()
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 command -v prometheus-alertmanager >/dev/null 2>&1 || [ -x /usr/bin/prometheus-alertmanager ] || need+=(prometheus-alertmanager)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v unshare >/dev/null 2>&1 || need+=(util-linux)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
+command -v curl >/dev/null 2>&1 || need+=(curl)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "test-deps: installing ${need[*]}"
@@ -23,4 +33,5 @@ fi
 go mod download
 # api/argocompat is a test-only module of its own (Argo's validation).
 (cd api/argocompat && go mod download)
+"$(dirname "$0")/kube/build-binaries.sh"
 echo "test-deps: ok"

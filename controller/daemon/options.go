@@ -76,6 +76,16 @@ type Options struct {
 	// fields take api's defaults.
 	StrategyLimits api.Limits
 
+	// Kubernetes runs each version's pods in the cluster (Kubernetes
+	// mode): ReplicaSets per version, endpoints from the cluster.
+	Kubernetes bool
+	// Kubeconfig is the kubeconfig file; "" follows the usual rules
+	// ($KUBECONFIG, ~/.kube/config, then the in-cluster config).
+	Kubeconfig string
+	// SchedulePods makes sluice's graph scheduler place the pods of its
+	// ReplicaSets (schedulerName sluice); false leaves them to kube-scheduler.
+	SchedulePods bool
+
 	Logger *slog.Logger
 }
 
