@@ -46,9 +46,7 @@ func BinDir() string {
 //
 //	func TestMain(m *testing.M) { kubetest.Main(m, 6) }
 func Main(m *testing.M, nodes int) {
-	if os.Getenv(inNetnsEnv) == "" {
-		os.Exit(reexecInNetns())
-	}
+	EnterNetns()
 	code := func() int {
 		c, err := start(nodes)
 		if err != nil {
@@ -60,6 +58,35 @@ func Main(m *testing.M, nodes int) {
 		return m.Run()
 	}()
 	os.Exit(code)
+}
+
+// EnterNetns makes the rest of the process run inside a network namespace
+// of its own in which PodCIDR is local: the first call re-executes the
+// test binary there and exits with its code; inside, it returns at once.
+// For packages that start the control plane only when a test asks for it
+// (Lazy); Main does both.
+func EnterNetns() {
+	if os.Getenv(inNetnsEnv) == "" {
+		os.Exit(reexecInNetns())
+	}
+}
+
+var (
+	lazyOnce  sync.Once
+	lazyNodes int
+	lazyErr   error
+)
+
+// Lazy makes Shared start the control plane (nodes fake nodes) on its
+// first call, for packages where only some tests need it; call StopLazy
+// when m.Run returns. It must run inside EnterNetns.
+func Lazy(nodes int) { lazyNodes = nodes }
+
+// StopLazy stops a control plane Lazy started, if one was.
+func StopLazy() {
+	if shared != nil {
+		shared.Stop()
+	}
 }
 
 // reexecInNetns runs this test binary again, with the same arguments, in a
@@ -102,8 +129,14 @@ var shared *Cluster
 // was not used.
 func Shared(t testing.TB) *Cluster {
 	t.Helper()
+	if lazyNodes > 0 {
+		lazyOnce.Do(func() { shared, lazyErr = start(lazyNodes) })
+		if lazyErr != nil {
+			t.Fatalf("kubetest: %v", lazyErr)
+		}
+	}
 	if shared == nil {
-		t.Fatal("kubetest: no control plane; call kubetest.Main from TestMain")
+		t.Fatal("kubetest: no control plane; call kubetest.Main (or EnterNetns and Lazy) from TestMain")
 	}
 	return shared
 }

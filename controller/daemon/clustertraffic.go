@@ -1,0 +1,91 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/runner"
+)
+
+// endpointSource gives the Ready, non-terminating endpoints of one version
+// of a rollout, by pod-template hash, with the zone of each;
+// controller/workload implements it.
+type endpointSource interface {
+	Endpoints(key api.Key, hash string) (addrs []string, zones map[string]string)
+}
+
+// clusterTraffic fills each side's endpoints from the cluster (Kubernetes
+// mode) before the traffic goes to the gateway, and publishes it again
+// when the cluster's endpoints change. The state machine decides weights
+// and routes; which pods stand behind each side is the cluster's news,
+// like EDS beside RDS, and needs no state transition.
+type clusterTraffic struct {
+	next runner.Traffic
+	eps  endpointSource
+	log  *slog.Logger
+
+	mu   sync.Mutex
+	last map[api.Key]api.Traffic // the latest traffic the runner asked for
+}
+
+func newClusterTraffic(next runner.Traffic, eps endpointSource, log *slog.Logger) *clusterTraffic {
+	return &clusterTraffic{next: next, eps: eps, log: log, last: map[api.Key]api.Traffic{}}
+}
+
+// SetTraffic publishes t with the cluster's endpoints of its workloads.
+func (c *clusterTraffic) SetTraffic(t api.Traffic) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.last[t.Rollout] = t
+	return c.next.SetTraffic(c.fill(t))
+}
+
+// WaitForAck waits on the gateway: a republish is a later version, which
+// carries the one waited for.
+func (c *clusterTraffic) WaitForAck(ctx context.Context, host, version string) error {
+	return c.next.WaitForAck(ctx, host, version)
+}
+
+// endpointsChanged publishes the rollout's latest traffic again with the
+// endpoints the cluster has now. A failure (say, no stable endpoint left)
+// keeps the clients on their last good routes and is logged.
+func (c *clusterTraffic) endpointsChanged(key api.Key) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.last[key]
+	if !ok || t.Host == "" {
+		return
+	}
+	if _, err := c.next.SetTraffic(c.fill(t)); err != nil {
+		c.log.Warn("republish traffic with new endpoints", "rollout", key.String(), "err", err)
+	}
+}
+
+// fill replaces t's endpoints by the cluster's, for the sides that name a
+// workload; addresses are sorted so that the same pods give the same
+// resources.
+func (c *clusterTraffic) fill(t api.Traffic) api.Traffic {
+	zones := map[string]string{}
+	side := func(hash string) []string {
+		if hash == "" {
+			return nil
+		}
+		addrs, z := c.eps.Endpoints(t.Rollout, hash)
+		maps.Copy(zones, z)
+		return slices.Sorted(slices.Values(addrs))
+	}
+	if t.StableWorkload != "" {
+		t.StableEndpoints = side(t.StableWorkload)
+	}
+	if t.CanaryWorkload != "" {
+		t.CanaryEndpoints = side(t.CanaryWorkload)
+	}
+	if len(zones) > 0 {
+		t.EndpointZones = zones
+	}
+	return t
+}
