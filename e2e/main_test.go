@@ -6,13 +6,27 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/sluice-dev/sluice/internal/kubetest"
 )
 
 // sluiceBin is the binary under test, built once by TestMain.
 var sluiceBin string
 
+// kubeNodes is the size of the Kubernetes control plane the Kubernetes-mode
+// tests share: kwok nodes over three zones.
+const kubeNodes = 6
+
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	// Kubernetes-mode tests serve backends on pod IPs, which are local
+	// only inside kubetest's network namespace; every other test runs on
+	// loopback, which the namespace has too. The control plane starts on
+	// the first test that asks for it.
+	kubetest.EnterNetns()
+	kubetest.Lazy(kubeNodes)
+	code := run(m)
+	kubetest.StopLazy()
+	os.Exit(code)
 }
 
 func run(m *testing.M) int {
