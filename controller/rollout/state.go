@@ -26,12 +26,12 @@ type Cursor string
 
 // Step cursors, in the order a step goes through them.
 const (
-	CursorEnter    Cursor = ""         // not entered yet
+	CursorEnter     Cursor = ""          // not entered yet
 	CursorAwaitPods Cursor = "AwaitPods" // Kubernetes mode: waiting for Ready pods before the step's traffic moves (State.Wait)
-	CursorAwaitAck Cursor = "AwaitAck"  // traffic pushed, waiting for the ACK
-	CursorReady    Cursor = "Ready"    // traffic ACKed (or timed out), window not started
-	CursorRunning  Cursor = "Running"  // pause timer or analysis run in progress
-	CursorDone     Cursor = "Done"     // completed; the next step starts unless held
+	CursorAwaitAck  Cursor = "AwaitAck"  // traffic pushed, waiting for the ACK
+	CursorReady     Cursor = "Ready"     // traffic ACKed (or timed out), window not started
+	CursorRunning   Cursor = "Running"   // pause timer or analysis run in progress
+	CursorDone      Cursor = "Done"      // completed; the next step starts unless held
 )
 
 // HoldKind says why a canary is held at its current step.
