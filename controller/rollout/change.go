@@ -198,6 +198,9 @@ func (m *machine) newCanary(commit string, r *api.Rollout) {
 		m.drain(oldVersion, oldHash, oldSpec, m.s.workload().ScaleDownDelay)
 	}
 	reason := fmt.Sprintf("canary %s against stable %s", r.Version, m.s.StableVersion)
+	if r.Version == m.s.StableVersion {
+		reason = fmt.Sprintf("canary %s (pod template %s) against stable %s (pod template %s)", r.Version, m.s.CanaryHash, m.s.StableVersion, m.s.StableHash)
+	}
 	if replaced != "" {
 		reason += fmt.Sprintf(" (replaces canary %s)", replaced)
 	}

@@ -93,7 +93,7 @@ func (s State) waitMessage() string {
 	}
 	msg := fmt.Sprintf("waiting for %s pods: %d/%d ready", n.Role, n.Ready, n.Desired)
 	if s.Wait.Exceeded != "" {
-		msg += " (" + s.Wait.Exceeded + ")"
+		msg += " (progress deadline exceeded)"
 	}
 	return msg
 }
@@ -233,7 +233,7 @@ func (m *machine) deadlineFired(id string) bool {
 		return true
 	}
 	m.s.Hold = &Hold{Kind: HoldProgressDeadline, Reason: c.Exceeded}
-	m.alert(AlertRolloutPaused, m.s.Commit, c.Exceeded, m.stepDetail(), "deadline")
+	m.alert(AlertRolloutPaused, m.s.Commit, c.Exceeded, m.stepDetail(), "deadline", fmt.Sprintf("s%d", m.s.Seq+1))
 	return true
 }
 

@@ -256,6 +256,7 @@ func (m *machine) flushWorkloads(force bool) {
 	}
 	m.dropActiveDrains()
 	sets := m.s.desiredSets()
+	m.forgetScaledDown(sets)
 	var status []WorkloadStatus
 	for _, w := range sets {
 		p := m.s.pods(w.Hash)
@@ -285,6 +286,25 @@ func withoutPods(ws []WorkloadStatus) []WorkloadStatus {
 		out = append(out, w)
 	}
 	return out
+}
+
+// forgetScaledDown forgets the reports of the sets that leave the desired
+// sets (they go to 0): if one comes back (a retry, a version pushed
+// again), its old Ready count must not let traffic through before the
+// actuator reports it anew.
+func (m *machine) forgetScaledDown(sets []WorkloadSet) {
+	for _, w := range m.s.Workloads {
+		if hasHash(sets, w.Hash) {
+			continue
+		}
+		var keep []PodsReady
+		for _, p := range m.s.Pods {
+			if p.Hash != w.Hash {
+				keep = append(keep, p)
+			}
+		}
+		m.s.Pods = keep
+	}
 }
 
 // prunePods forgets reports of hashes the rollout no longer runs once

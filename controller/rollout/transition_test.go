@@ -43,6 +43,8 @@ func kindOf(a Action) string {
 	switch a := a.(type) {
 	case SetTraffic:
 		return "set-traffic"
+	case ScaleWorkloads:
+		return "scale-workloads"
 	case StartAnalysis:
 		return "start-analysis:" + string(a.Kind)
 	case StopAnalysis:
