@@ -28,10 +28,11 @@ type Drain struct {
 }
 
 // drain keeps hash's current pods until the ACK of the traffic pushed in
-// this Step plus delay. A version that ran no pods needs no drain.
+// this Step plus delay. A version that ran no pods and may get no traffic
+// needs no drain.
 func (m *machine) drain(version, hash string, spec *api.Rollout, delay time.Duration) {
 	replicas := m.s.desired(hash)
-	if !m.s.kubernetes() || hash == "" || replicas == 0 {
+	if !m.s.kubernetes() || hash == "" || replicas == 0 && m.s.share(hash) == 0 {
 		return
 	}
 	d := Drain{Version: version, Hash: hash, Replicas: replicas, Spec: spec, Delay: delay, Gen: m.pushTraffic()}
@@ -46,7 +47,8 @@ func (m *machine) drain(version, hash string, spec *api.Rollout, delay time.Dura
 }
 
 // armDrains starts the delay of every drain whose move generation gen
-// carries (an ACK, or an ACK timeout, which settles a move too).
+// carries, on its ACK. An ACK timeout settles the phase but starts no
+// delay: clients that did not ACK may still route to the old pods.
 func (m *machine) armDrains(gen uint64) {
 	for i, d := range m.s.Drains {
 		if d.Timer != nil || gen < d.Gen {

@@ -159,8 +159,8 @@ func (m *machine) clearWait() {
 
 // stepWaits reports whether entering st must wait for pods: when it raises
 // the canary's share or sets its scale, the canary needs the pods of its
-// new size; with dynamicStableScale, when it raises the stable's share,
-// the stable needs the pods of its new weight.
+// new size; when it raises the stable's share (dynamicStableScale shrank
+// it, or it lost pods), the stable needs the pods of its new weight.
 func (m *machine) stepWaits(st api.Step) bool {
 	if !m.s.kubernetes() {
 		return false
@@ -173,7 +173,9 @@ func (m *machine) stepWaits(st api.Step) bool {
 	if target.Canary > m.s.Weights.Canary || st.CanaryScale != nil {
 		canary = max(m.s.canaryCount(target.Canary, m.s.StepIndex), m.s.replicasFor(target.Canary))
 	}
-	if m.s.workload().DynamicStableScale && target.Stable > m.s.Weights.Stable {
+	if target.Stable > m.s.Weights.Stable {
+		// Without dynamicStableScale stable runs its full replicas and
+		// this only waits when it lost pods.
 		stable = m.s.replicasFor(target.Stable)
 	}
 	return m.await(WaitStep, canary, stable, "")

@@ -117,9 +117,10 @@ func (s State) pods(hash string) PodsReady {
 
 // canaryServed reports whether the canary side of the traffic carries the
 // canary version: a canary in flight, or an aborted one whose traffic has
-// not moved back yet (it waits for stable pods).
+// not moved back yet (it waits for stable pods). A removed rollout keeps
+// its traffic as it was.
 func (s State) canaryServed() bool {
-	if s.CanaryVersion == "" || s.Removed {
+	if s.CanaryVersion == "" {
 		return false
 	}
 	return !s.Aborted || s.Wait != nil && s.Wait.Kind == WaitAbort
@@ -231,8 +232,11 @@ func (s State) desiredSets() []WorkloadSet {
 		sets = append(sets, WorkloadSet{Role: RoleCanary, Version: s.CanaryVersion, Hash: s.CanaryHash, Replicas: s.canaryReplicas(), Spec: s.Spec})
 	}
 	for _, d := range s.Drains {
-		if !hasHash(sets, d.Hash) && d.Replicas > 0 {
-			sets = append(sets, WorkloadSet{Role: RoleOld, Version: d.Version, Hash: d.Hash, Replicas: d.Replicas, Spec: d.Spec})
+		// A draining version keeps its pods, and more if the rollout's
+		// replicas grew while clients may still route to it.
+		n := max(d.Replicas, s.replicasFor(s.share(d.Hash)))
+		if !hasHash(sets, d.Hash) && n > 0 {
+			sets = append(sets, WorkloadSet{Role: RoleOld, Version: d.Version, Hash: d.Hash, Replicas: n, Spec: d.Spec})
 		}
 	}
 	return sets

@@ -214,7 +214,6 @@ func (m *machine) ackTimeout(e TrafficAckTimeout) {
 		m.s.AckTimedOut = true
 		m.settleOn(e.Gen)
 	}
-	m.armDrains(e.Gen)
 	if m.s.Cursor != CursorAwaitAck || e.Gen < m.s.AwaitGen {
 		return
 	}
