@@ -101,6 +101,12 @@ func (m *machine) edit(commit string, r *api.Rollout, resume *int32) {
 		if n := m.s.StepCount(); m.s.CanaryVersion == "" || m.s.StepIndex > n {
 			m.s.StepIndex = n
 		}
+		if w := m.s.Wait; w != nil && (w.Kind == WaitFirst || w.Kind == WaitAbort) {
+			// Traffic still waits for stable pods, as many as the edited
+			// spec asks for; it moves (with any new host) once they are Ready.
+			m.continueWait()
+			return
+		}
 		if !reflect.DeepEqual(oldTraffic, m.s.Traffic()) {
 			m.settleTraffic(SettleStable, nil)
 		}

@@ -255,8 +255,8 @@ func hasHash(sets []WorkloadSet, hash string) bool {
 // (or force, on restart), right after the Step's SetTraffic, and refreshes
 // the status of the sets.
 func (m *machine) flushWorkloads(force bool) {
-	if !m.s.kubernetes() {
-		return
+	if !m.s.kubernetes() || m.s.Removed {
+		return // a removed rollout's pods are left as they are
 	}
 	m.dropActiveDrains()
 	sets := m.s.desiredSets()
@@ -269,7 +269,7 @@ func (m *machine) flushWorkloads(force bool) {
 	changed := !reflect.DeepEqual(withoutPods(status), withoutPods(m.s.Workloads))
 	m.s.Workloads = status
 	m.prunePods()
-	if !changed && !force || m.s.Removed || m.s.StableHash == "" {
+	if !changed && !force || m.s.StableHash == "" {
 		return
 	}
 	m.s.WorkloadGen++

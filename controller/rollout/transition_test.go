@@ -48,6 +48,7 @@ var (
 		`spec k3 version=v3 hash=h3 replicas=2 ` + kSteps,
 		`spec k2-abort version=v2 hash=h2 replicas=2 deadlineAbort=true ` + kSteps,
 		`spec k2-template version=v1 hash=h9 replicas=2 ` + kSteps,
+		`spec k1-one version=v1 hash=h1 replicas=1 ` + kSteps,
 		`spec d1 version=v1 hash=h1 replicas=2 dss=true ` + kSteps,
 		`spec d2 version=v2 hash=h2 replicas=2 dss=true ` + kSteps,
 	}
@@ -180,6 +181,7 @@ func TestTransitions(t *testing.T) {
 		{"k8s: first version's traffic goes once its pods are ready", kFirst, "pods h1 ready=2", PhaseProgressing, 5, 0, false, []string{"set-traffic", "cancel-timer"}},
 		{"k8s: first version short of pods re-arms the deadline", kFirst, "pods h1 ready=1", PhaseProgressing, 5, 0, false, []string{"cancel-timer", "start-timer"}},
 		{"k8s: first version past its deadline keeps waiting", kFirst, "fire deadline", PhaseProgressing, 5, 0, false, []string{}},
+		{"k8s: first version edited to fewer replicas goes once they are ready", append(kFirst[:len(kFirst):len(kFirst)], "pods h1 ready=1"), "change k1-one commit=abcdef9", PhaseProgressing, 5, 0, false, []string{"set-traffic", "scale-workloads", "cancel-timer"}},
 		{"k8s: first version not pushed by a restart", kFirst, "restart", PhaseProgressing, 5, 0, false, []string{"scale-workloads", "start-timer"}},
 		{"k8s: new version scales the canary before any weight", kHealthy, "change k2 commit=bbbbbbb2", PhaseProgressing, 0, 0, false, []string{"set-traffic", "scale-workloads", "rollout-started", "start-timer"}},
 		{"k8s: same image with a new pod template is a new canary", kHealthy, "change k2-template commit=bbbbbbb2", PhaseProgressing, 0, 0, false, []string{"set-traffic", "scale-workloads", "rollout-started", "start-timer"}},
