@@ -34,15 +34,25 @@ func (m *machine) advance() {
 		}
 		st, ok := m.currentStep()
 		if !ok {
-			m.promote("all steps completed")
+			reason := "all steps completed"
+			if w := m.s.Wait; w != nil && w.Reason != "" {
+				reason = w.Reason
+			}
+			if m.promotionWaits(reason) {
+				return
+			}
+			m.promote(reason)
 			return
 		}
-		if m.s.Cursor != CursorEnter && m.s.Cursor != CursorAwaitAck {
+		if m.s.Cursor != CursorEnter && m.s.Cursor != CursorAwaitPods && m.s.Cursor != CursorAwaitAck {
 			// The step's traffic is in place: background analysis may start.
 			m.startBackground()
 		}
 		switch m.s.Cursor {
-		case CursorEnter:
+		case CursorEnter, CursorAwaitPods:
+			if m.stepWaits(st) {
+				return
+			}
 			if m.applyStep(st) {
 				m.s.AwaitGen = m.pushTraffic()
 				m.s.Cursor = CursorAwaitAck
@@ -203,8 +213,11 @@ func (m *machine) stopRun(name string) {
 	m.trimRuns()
 }
 
-// stopStepWork cancels the current step's timer and run.
+// stopStepWork cancels the current step's timer, run and wait for pods.
 func (m *machine) stopStepWork() {
+	if w := m.s.Wait; w != nil && (w.Kind == WaitStep || w.Kind == WaitPromotion) {
+		m.clearWait()
+	}
 	if m.s.Timer != nil {
 		m.emit(CancelTimer{ID: m.s.Timer.ID})
 		m.s.Timer = nil
@@ -230,8 +243,12 @@ func (m *machine) stopAll() {
 func (m *machine) promote(reason string) {
 	m.stopAll()
 	m.s.BackgroundRun = ""
+	oldVersion, oldHash, oldSpec := m.s.StableVersion, m.s.StableHash, m.s.StableSpec
 	m.s.StableVersion = m.s.CanaryVersion
+	m.s.StableHash = m.s.CanaryHash
+	m.s.StableSpec = m.s.Spec
 	m.s.CanaryVersion = ""
+	m.s.CanaryHash = ""
 	m.s.Weights = api.CanaryWeights(0)
 	m.s.HeaderRoutes = nil
 	m.s.MirrorRoutes = nil
@@ -239,21 +256,52 @@ func (m *machine) promote(reason string) {
 	m.s.Cursor = CursorDone
 	done := m.newAlert(AlertRolloutCompleted, m.s.Commit, fmt.Sprintf("%s promoted to stable: %s", m.s.StableVersion, reason), attemptDetail(m.s.Attempt)...)
 	m.settleTraffic(SettlePromotion, &done)
+	if oldHash != m.s.StableHash {
+		m.drain(oldVersion, oldHash, oldSpec, m.s.workload().ScaleDownDelay)
+	}
+}
+
+// promoteFull promotes at once (sluice promote --full); in Kubernetes mode
+// through the safe order: the canary at full size and Ready first.
+func (m *machine) promoteFull() {
+	const reason = "promoted fully by operator"
+	if !m.s.kubernetes() {
+		m.promote(reason)
+		return
+	}
+	m.stopAll()
+	m.s.StepIndex = m.s.StepCount()
+	m.s.Cursor = CursorEnter
+	if m.promotionWaits(reason) {
+		return
+	}
+	m.promote(reason)
 }
 
 // abort sends all traffic back to stable and holds the canary there until
 // a new version or retry. The alert goes at once; the phase turns Degraded
-// once the clients ACK the routes back to stable.
+// once the clients ACK the routes back to stable. In Kubernetes mode a
+// stable without its full replicas Ready (dynamicStableScale shrank it)
+// scales up first, and the traffic moves once they are Ready.
 func (m *machine) abort(reason string) {
 	m.stopAll()
 	m.s.Aborted = true
 	m.s.AbortReason = reason
 	m.s.Cursor = CursorEnter
+	if !m.s.kubernetes() || !m.await(WaitAbort, 0, m.s.Spec.Replicas, "") {
+		m.returnToStable()
+	}
+	m.alert(AlertRolloutAborted, m.s.Commit, reason, m.stepDetail())
+}
+
+// returnToStable moves an aborted canary's traffic back to stable; its
+// pods drain after the ACK and abortScaleDownDelay.
+func (m *machine) returnToStable() {
 	m.s.Weights = api.CanaryWeights(0)
 	m.s.HeaderRoutes = nil
 	m.s.MirrorRoutes = nil
 	m.settleTraffic(SettleAbort, nil)
-	m.alert(AlertRolloutAborted, m.s.Commit, reason, m.stepDetail())
+	m.drain(m.s.CanaryVersion, m.s.CanaryHash, m.s.Spec, m.s.workload().AbortScaleDownDelay)
 }
 
 func attemptDetail(attempt int) []string {

@@ -44,10 +44,19 @@ func (m *machine) first(commit string, r *api.Rollout) {
 	m.s.Spec = r
 	m.s.Commit = commit
 	m.s.StableVersion = r.Version
+	m.s.StableHash = specHash(r)
+	m.s.StableSpec = r
 	m.s.CanaryVersion = ""
 	m.s.Weights = api.CanaryWeights(0)
 	m.s.StepIndex = m.s.StepCount()
 	m.s.Cursor = CursorDone
+	if m.s.kubernetes() {
+		// The first traffic waits for the first version's pods.
+		m.clearWait()
+		if m.await(WaitFirst, 0, r.Replicas, "") {
+			return
+		}
+	}
 	m.settleTraffic(SettleStable, nil)
 }
 
@@ -55,16 +64,22 @@ func (m *machine) first(commit string, r *api.Rollout) {
 // versions decide what it is: the version in flight (or stable, with no
 // canary) means an edit; the stable version while a canary is in flight
 // means a rollback; anything else starts a new canary.
+// In Kubernetes mode a version is its image and its pod-template hash: the
+// same image with another template is a new canary, as in Argo Rollouts.
+// A new version while the first one still waits for its pods replaces it.
 func (m *machine) apply(commit string, r *api.Rollout, resume *int32) {
-	current := m.s.StableVersion
+	current, currentHash := m.s.StableVersion, m.s.StableHash
 	if m.s.CanaryVersion != "" {
-		current = m.s.CanaryVersion
+		current, currentHash = m.s.CanaryVersion, m.s.CanaryHash
 	}
-	switch r.Version {
-	case current:
+	hash := specHash(r)
+	switch {
+	case r.Version == current && hash == currentHash:
 		m.edit(commit, r, resume)
-	case m.s.StableVersion:
+	case r.Version == m.s.StableVersion && hash == m.s.StableHash:
 		m.rollback(commit, r)
+	case m.s.Wait != nil && m.s.Wait.Kind == WaitFirst:
+		m.first(commit, r)
 	default:
 		m.newCanary(commit, r)
 	}
@@ -79,9 +94,18 @@ func (m *machine) edit(commit string, r *api.Rollout, resume *int32) {
 	oldTraffic := m.s.Traffic()
 	m.s.Spec = r
 	m.s.Commit = commit
+	if m.s.CanaryVersion == "" {
+		m.s.StableSpec = r // the stable's own rollout, edited
+	}
 	if !m.s.CanaryActive() {
 		if n := m.s.StepCount(); m.s.CanaryVersion == "" || m.s.StepIndex > n {
 			m.s.StepIndex = n
+		}
+		if w := m.s.Wait; w != nil && (w.Kind == WaitFirst || w.Kind == WaitAbort) {
+			// Traffic still waits for stable pods, as many as the edited
+			// spec asks for; it moves (with any new host) once they are Ready.
+			m.continueWait()
+			return
 		}
 		if !reflect.DeepEqual(oldTraffic, m.s.Traffic()) {
 			m.settleTraffic(SettleStable, nil)
@@ -125,11 +149,16 @@ func sameStep(a []api.Step, i int32, b []api.Step, j int32) bool {
 // rollback drops the canary because the stable version was pushed again:
 // all traffic to stable, no steps, Healthy.
 func (m *machine) rollback(commit string, r *api.Rollout) {
+	served := m.s.canaryServed()
 	m.stopAll()
+	m.clearWait()
 	m.s.BackgroundRun = ""
+	canaryVersion, canaryHash, canarySpec := m.s.CanaryVersion, m.s.CanaryHash, m.s.Spec
 	m.s.Spec = r
+	m.s.StableSpec = r
 	m.s.Commit = commit
 	m.s.CanaryVersion = ""
+	m.s.CanaryHash = ""
 	m.s.Aborted = false
 	m.s.AbortReason = ""
 	m.s.Attempt = 0
@@ -139,6 +168,9 @@ func (m *machine) rollback(commit string, r *api.Rollout) {
 	m.s.StepIndex = m.s.StepCount()
 	m.s.Cursor = CursorDone
 	m.settleTraffic(SettleStable, nil)
+	if served {
+		m.drain(canaryVersion, canaryHash, canarySpec, m.s.workload().AbortScaleDownDelay)
+	}
 }
 
 // newCanary starts the steps from the first for r's version; a canary in
@@ -148,13 +180,17 @@ func (m *machine) newCanary(commit string, r *api.Rollout) {
 	if m.s.CanaryActive() {
 		replaced = m.s.CanaryVersion
 	}
+	served := m.s.canaryServed()
+	oldVersion, oldHash, oldSpec := m.s.CanaryVersion, m.s.CanaryHash, m.s.Spec
 	m.stopAll()
+	m.clearWait() // an abort waiting for stable pods: its traffic moves now
 	m.s.Spec = r
 	m.s.Commit = commit
 	m.s.Runs = nil
 	m.s.StepRun = ""
 	m.s.BackgroundRun = ""
 	m.s.CanaryVersion = r.Version
+	m.s.CanaryHash = specHash(r)
 	m.s.Aborted = false
 	m.s.AbortReason = ""
 	m.s.Attempt = 0
@@ -164,7 +200,13 @@ func (m *machine) newCanary(commit string, r *api.Rollout) {
 	m.s.StepIndex = 0
 	m.s.Cursor = CursorEnter
 	m.pushTraffic()
+	if served && oldHash != m.s.CanaryHash {
+		m.drain(oldVersion, oldHash, oldSpec, m.s.workload().ScaleDownDelay)
+	}
 	reason := fmt.Sprintf("canary %s against stable %s", r.Version, m.s.StableVersion)
+	if r.Version == m.s.StableVersion {
+		reason = fmt.Sprintf("canary %s (pod template %s) against stable %s (pod template %s)", r.Version, m.s.CanaryHash, m.s.StableVersion, m.s.StableHash)
+	}
 	if replaced != "" {
 		reason += fmt.Sprintf(" (replaces canary %s)", replaced)
 	}

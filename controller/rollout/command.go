@@ -29,8 +29,8 @@ func (s State) Allows(cmd CommandKind) error {
 			return refuse(s.noCanary())
 		}
 	case CmdRetry:
-		if !s.Aborted && (s.Hold == nil || s.Hold.Kind != HoldInconclusive) {
-			return refuse("nothing to retry: not aborted and no inconclusive analysis")
+		if !s.Aborted && (s.Hold == nil || s.Hold.Kind != HoldInconclusive && s.Hold.Kind != HoldProgressDeadline) {
+			return refuse("nothing to retry: not aborted, no inconclusive analysis and no progress deadline")
 		}
 	case CmdApprove:
 		if s.Pending == nil {
@@ -79,7 +79,7 @@ func (m *machine) command(c Command) {
 		m.s.Hold = nil
 		m.advance()
 	case CmdPromoteFull:
-		m.promote("promoted fully by operator")
+		m.promoteFull()
 	case CmdAbort:
 		m.abort("aborted by operator")
 	case CmdRetry:
@@ -105,6 +105,9 @@ func (m *machine) command(c Command) {
 			case HoldInconclusive:
 				// Resume never skips verification: the analysis runs again.
 				m.rerun(h.Run)
+			case HoldProgressDeadline:
+				// The wait for pods goes on with a fresh deadline.
+				m.releaseDeadline()
 			}
 		}
 		m.advance()
@@ -115,10 +118,15 @@ func (m *machine) command(c Command) {
 // inconclusive analysis again.
 func (m *machine) retry() {
 	if !m.s.Aborted {
-		m.rerun(m.s.Hold.Run)
+		if m.s.Hold.Kind == HoldProgressDeadline {
+			m.releaseDeadline()
+		} else {
+			m.rerun(m.s.Hold.Run)
+		}
 		m.advance()
 		return
 	}
+	m.clearWait() // an abort still waiting for stable pods: the canary is back
 	m.s.Aborted = false
 	m.s.AbortReason = ""
 	m.s.Attempt++

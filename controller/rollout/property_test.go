@@ -38,13 +38,32 @@ var genSteps = []string{
 	"analysis sr",
 }
 
-func genSpec(src source) *api.Rollout {
+// genKubeSteps add setCanaryScale variants for Kubernetes mode.
+var genKubeSteps = []string{
+	"scale 2; setWeight 10; scale 50%; setWeight 30; scale match; setWeight 60; pause",
+	"setWeight 80; pause 1m; setWeight 20; scale 1; setWeight 50; pause",
+}
+
+// genSpec picks a strategy; in Kubernetes mode (kube) with a pod-template
+// hash (sometimes a new one for the same image), replicas, and random
+// dynamicStableScale, minPodsPerReplicaSet and progressDeadlineAbort.
+func genSpec(src source, kube bool) *api.Rollout {
 	kv := map[string]string{
 		"version": fmt.Sprintf("v%d", 1+src.IntN(3)),
 		"steps":   genSteps[src.IntN(len(genSteps))],
 	}
 	if src.IntN(2) == 0 {
 		kv["bg"] = fmt.Sprintf("er@%d", src.IntN(4))
+	}
+	if kube {
+		kv["hash"] = fmt.Sprintf("%s-%d", kv["version"], src.IntN(2))
+		kv["replicas"] = fmt.Sprint(src.IntN(6))
+		kv["min"] = fmt.Sprint(src.IntN(3))
+		kv["dss"] = fmt.Sprint(src.IntN(2) == 0)
+		kv["deadlineAbort"] = fmt.Sprint(src.IntN(2) == 0)
+		if src.IntN(2) == 0 {
+			kv["steps"] = genKubeSteps[src.IntN(len(genKubeSteps))]
+		}
 	}
 	r, err := specOf(kv)
 	if err != nil {
@@ -57,11 +76,17 @@ var genPhases = []AnalysisPhase{AnalysisRunning, AnalysisSuccessful, AnalysisSuc
 
 var genCommands = []CommandKind{CmdPromote, CmdPromoteFull, CmdAbort, CmdRetry, CmdApprove, CmdPause, CmdResume}
 
-// genEvent picks an event that is likely to matter in state s.
-func genEvent(src source, s State, n int) Event {
-	switch src.IntN(11) {
+// genEvent picks an event that is likely to matter in state s; in
+// Kubernetes mode (kube) also the actuator's PodsReady reports.
+func genEvent(src source, s State, n int, kube bool) Event {
+	switch src.IntN(14) {
+	case 11, 12, 13:
+		if kube {
+			return genPodsReady(src, s)
+		}
+		return Restart{}
 	case 0:
-		c := Change{Commit: fmt.Sprintf("c%07d", n), Rollout: genSpec(src)}
+		c := Change{Commit: fmt.Sprintf("c%07d", n), Rollout: genSpec(src, kube)}
 		if src.IntN(5) == 0 {
 			c.Risky = []string{"weight jump"}
 		}
@@ -88,8 +113,20 @@ func genEvent(src source, s State, n int) Event {
 		return TrafficAcked{Gen: gen}
 	case 4:
 		id := "pause/0/0"
-		if s.Timer != nil && src.IntN(6) != 0 {
-			id = s.Timer.ID
+		var armed []string
+		if s.Timer != nil {
+			armed = append(armed, s.Timer.ID)
+		}
+		if s.Wait != nil && s.Wait.Timer != nil {
+			armed = append(armed, s.Wait.Timer.ID)
+		}
+		for _, d := range s.Drains {
+			if d.Timer != nil {
+				armed = append(armed, d.Timer.ID)
+			}
+		}
+		if len(armed) > 0 && src.IntN(6) != 0 {
+			id = armed[src.IntN(len(armed))]
 		}
 		return TimerFired{ID: id}
 	case 5, 6:
@@ -101,6 +138,116 @@ func genEvent(src source, s State, n int) Event {
 	default:
 		return Command{Kind: genCommands[src.IntN(len(genCommands))]}
 	}
+}
+
+// genPodsReady reports on one of the sets the machine asked for: mostly
+// all Ready, sometimes fewer (pods starting or lost).
+func genPodsReady(src source, s State) Event {
+	if len(s.Workloads) == 0 {
+		return PodsReady{Hash: fmt.Sprintf("v%d-%d", 1+src.IntN(3), src.IntN(2)), Replicas: 1, Ready: int32(src.IntN(2))}
+	}
+	w := s.Workloads[src.IntN(len(s.Workloads))]
+	ready := w.Desired
+	if src.IntN(3) == 0 {
+		ready = int32(src.IntN(int(w.Desired) + 1))
+	}
+	return PodsReady{Hash: w.Hash, Replicas: w.Desired, Ready: ready}
+}
+
+// exposure follows, outside the machine, which share of traffic each
+// pod-template hash may be getting: the largest over every generation
+// pushed that clients may still be using (the newest ACKed one and any
+// later; a NACK or an ACK timeout proves nothing).
+type exposure struct {
+	pushed []SetTraffic
+}
+
+func (x *exposure) push(st SetTraffic) { x.pushed = append(x.pushed, st) }
+
+// ack drops the generations every client has moved past: all before the
+// newest one at or below gen.
+func (x *exposure) ack(gen uint64) {
+	var keep []SetTraffic
+	for i, st := range x.pushed {
+		if st.Gen >= gen || i+1 < len(x.pushed) && x.pushed[i+1].Gen > gen {
+			keep = append(keep, st)
+		}
+	}
+	x.pushed = keep
+}
+
+func (x *exposure) shares() map[string]int32 {
+	out := map[string]int32{}
+	for _, st := range x.pushed {
+		for _, sh := range trafficShares(st.Traffic) {
+			out[sh.Hash] = max(out[sh.Hash], sh.Weight)
+		}
+	}
+	return out
+}
+
+// last is the latest pushed traffic's share for hash.
+func (x *exposure) last(hash string) int32 {
+	if len(x.pushed) == 0 {
+		return 0
+	}
+	for _, sh := range trafficShares(x.pushed[len(x.pushed)-1].Traffic) {
+		if sh.Hash == hash {
+			return sh.Weight
+		}
+	}
+	return 0
+}
+
+// checkPods checks Kubernetes mode's promise for one Step: a hash that
+// clients may route a share w to has desired pods for w (so nothing that
+// still gets traffic is scaled below its share, and a stable shrinks only
+// after the ACK), and a push that raises a hash's share does so only when
+// its Ready pods cover the new share. A new version or a rollback moves a
+// canary's traffic back to stable at once, as Argo does; that rise is
+// exempt. It also checks that one Step emits at most one ScaleWorkloads,
+// naming the state's desired sets.
+func checkPods(x *exposure, next State, ev Event, acts []Action) error {
+	if !next.kubernetes() {
+		return nil
+	}
+	scales := 0
+	for _, a := range acts {
+		switch a := a.(type) {
+		case ScaleWorkloads:
+			scales++
+			if !reflect.DeepEqual(a.Sets, next.desiredSets()) {
+				return fmt.Errorf("ScaleWorkloads %+v differs from the desired sets %+v", a.Sets, next.desiredSets())
+			}
+		case SetTraffic:
+			_, isChange := ev.(Change)
+			isChange = isChange || ev == Command{Kind: CmdApprove}
+			for _, sh := range trafficShares(a.Traffic) {
+				if sh.Weight <= x.last(sh.Hash) || isChange && sh.Hash == next.StableHash {
+					continue
+				}
+				if ready, need := next.pods(sh.Hash).Ready, next.replicasFor(sh.Weight); ready < need {
+					return fmt.Errorf("pushed %d%% to %s with %d/%d Ready pods", sh.Weight, sh.Hash, ready, need)
+				}
+			}
+			x.push(a)
+		}
+	}
+	if scales > 1 {
+		return fmt.Errorf("%d ScaleWorkloads in one Step", scales)
+	}
+	if ack, ok := ev.(TrafficAcked); ok && ack.Gen <= next.TrafficGen {
+		x.ack(ack.Gen)
+	}
+	if next.Removed {
+		return nil
+	}
+	for hash, w := range x.shares() {
+		if w > 0 && next.desired(hash) < next.replicasFor(w) {
+			return fmt.Errorf("%s may get %d%% of traffic but has %d desired pods, needs %d (sets %+v)", hash, w, next.desired(hash), next.replicasFor(w), next.Workloads)
+		}
+	}
+	return nil
 }
 
 // setWeights are the weights the steps up to and including index i set.
@@ -121,7 +268,9 @@ func checkTransition(prev, next State, ev Event, acts []Action) error {
 		return err
 	}
 	if c, ok := ev.(Command); ok && c.Kind == CmdAbort && prev.Allows(CmdAbort) == nil {
-		if !next.Aborted || next.Weights.Canary != 0 {
+		// In Kubernetes mode an abort may first wait for stable pods.
+		abortWaits := next.Wait != nil && next.Wait.Kind == WaitAbort
+		if !next.Aborted || next.Weights.Canary != 0 && !abortWaits {
 			return fmt.Errorf("abort ended at %+v aborted=%v", next.Weights, next.Aborted)
 		}
 	}
@@ -135,13 +284,18 @@ func checkTransition(prev, next State, ev Event, acts []Action) error {
 	// only once the step before it completed.
 	sameCanary := prev.CanaryActive() && next.CanaryActive() && prev.CanaryVersion == next.CanaryVersion && prev.Attempt == next.Attempt
 	restarted := prev.CanaryVersion != next.CanaryVersion || prev.Attempt != next.Attempt
+	// A retry while an abort still waits for stable pods keeps the weight
+	// that never moved back (Kubernetes mode).
+	if prev.Wait != nil && prev.Wait.Kind == WaitAbort && next.Weights == prev.Weights {
+		restarted = false
+	}
 	if next.CanaryActive() && (next.Weights.Canary > prev.Weights.Canary || restarted && next.Weights.Canary > 0) {
 		if !setWeights(next, next.StepIndex)[next.Weights.Canary] {
 			return fmt.Errorf("canary weight %d is set by no step up to %d", next.Weights.Canary, next.StepIndex)
 		}
 		_, isChange := ev.(Change)
 		isApprove := ev == Command{Kind: CmdApprove}
-		entered := prev.Cursor == CursorEnter && prev.StepIndex == next.StepIndex
+		entered := (prev.Cursor == CursorEnter || prev.Cursor == CursorAwaitPods) && prev.StepIndex == next.StepIndex
 		if sameCanary && next.StepIndex <= prev.StepIndex && !isChange && !isApprove && !entered {
 			return fmt.Errorf("canary weight %d -> %d without a completed step (step %d -> %d, %T %v)",
 				prev.Weights.Canary, next.Weights.Canary, prev.StepIndex, next.StepIndex, ev, ev)
@@ -161,7 +315,10 @@ func checkTransition(prev, next State, ev Event, acts []Action) error {
 		// without steps promotes at once.
 		rollback := incoming == next.StableVersion && incoming == prev.StableVersion
 		noSteps := incoming == next.StableVersion && next.StepCount() == 0
-		if !rollback && !noSteps && (next.StableVersion != prev.CanaryVersion || next.StepIndex != next.StepCount()) {
+		// A version pushed while the first one still waits for its pods
+		// (Kubernetes mode) replaces it: it never got traffic.
+		firstReplaced := incoming == next.StableVersion && prev.Wait != nil && prev.Wait.Kind == WaitFirst
+		if !rollback && !noSteps && !firstReplaced && (next.StableVersion != prev.CanaryVersion || next.StepIndex != next.StepCount()) {
 			return fmt.Errorf("stable %s -> %s at step %d/%d", prev.StableVersion, next.StableVersion, next.StepIndex, next.StepCount())
 		}
 	}
@@ -206,16 +363,22 @@ func roundTrip(s State) error {
 // event: weights in 0..100 summing to 100, an abort ends at canary 0, no
 // forward jump without a completed step, and a state that survives JSON.
 func TestProperties(t *testing.T) {
-	const sequences, length = 400, 120
+	const sequences, length = 800, 120
 	for seed := range uint64(sequences) {
 		src := rand.New(rand.NewPCG(seed, 42))
+		kube := seed%2 == 1
 		s := State{Key: testKey}
+		x := &exposure{}
 		var trail []string
 		for n := range length {
-			ev := genEvent(src, s, n)
+			ev := genEvent(src, s, n, kube)
 			next, acts := Step(s, ev)
 			trail = append(trail, fmt.Sprintf("%T%+v", ev, ev))
-			if err := checkTransition(s, next, ev, acts); err != nil {
+			err := checkTransition(s, next, ev, acts)
+			if err == nil {
+				err = checkPods(x, next, ev, acts)
+			}
+			if err != nil {
 				t.Fatalf("seed %d, event %d: %v\nlast events: %v", seed, n, err, trail[max(0, len(trail)-6):])
 			}
 			if n%10 == 0 {
@@ -236,11 +399,17 @@ func FuzzStep(f *testing.F) {
 	f.Add([]byte("a canary, an abort and a retry: \x00\x01\x02\x07\x07\x03"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		src := &byteSource{b: data}
+		kube := src.IntN(2) == 1
 		s := State{Key: testKey}
+		x := &exposure{}
 		for n := 0; !src.done() && n < 500; n++ {
-			ev := genEvent(src, s, n)
+			ev := genEvent(src, s, n, kube)
 			next, acts := Step(s, ev)
-			if err := checkTransition(s, next, ev, acts); err != nil {
+			err := checkTransition(s, next, ev, acts)
+			if err == nil {
+				err = checkPods(x, next, ev, acts)
+			}
+			if err != nil {
 				t.Fatalf("event %d %T%+v: %v", n, ev, ev, err)
 			}
 			s = next

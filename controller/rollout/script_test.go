@@ -149,12 +149,73 @@ func parseStepPart(part string) ([]api.Step, error) {
 		}
 		steps = append(steps, api.Step{Kind: api.StepSetMirrorRoute, MirrorRoute: mr})
 	case "scale":
-		r := int32(1)
-		steps = append(steps, api.Step{Kind: api.StepSetCanaryScale, CanaryScale: &api.CanaryScale{Replicas: &r}})
+		scs, err := canaryScaleOf(f[1:])
+		if err != nil {
+			return nil, err
+		}
+		steps = append(steps, api.Step{Kind: api.StepSetCanaryScale, CanaryScale: scs})
 	default:
 		return nil, fmt.Errorf("unknown step %q", f[0])
 	}
 	return steps, nil
+}
+
+// canaryScaleOf reads setCanaryScale: "scale" (replicas 1), "scale 3"
+// (replicas), "scale 25%" (weight) or "scale match" (matchTrafficWeight).
+func canaryScaleOf(args []string) (*api.CanaryScale, error) {
+	if len(args) == 0 {
+		r := int32(1)
+		return &api.CanaryScale{Replicas: &r}, nil
+	}
+	a := args[0]
+	if a == "match" {
+		return &api.CanaryScale{MatchTrafficWeight: true}, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSuffix(a, "%"))
+	if err != nil {
+		return nil, fmt.Errorf("scale %s: %w", a, err)
+	}
+	v := int32(n)
+	if strings.HasSuffix(a, "%") {
+		return &api.CanaryScale{Weight: &v}, nil
+	}
+	return &api.CanaryScale{Replicas: &v}, nil
+}
+
+// workloadOf builds the Kubernetes-mode part of a spec from `hash=H
+// replicas=N dss=true min=N deadline=D deadlineAbort=true delay=D
+// abortDelay=D`; nil without hash= (standalone mode).
+func workloadOf(kv map[string]string) (*api.Workload, error) {
+	if kv["hash"] == "" {
+		return nil, nil
+	}
+	w := &api.Workload{
+		PodTemplateHash:       kv["hash"],
+		DynamicStableScale:    kv["dss"] == "true",
+		MinPodsPerReplicaSet:  api.DefaultMinPodsPerReplicaSet,
+		ProgressDeadline:      10 * time.Minute,
+		ProgressDeadlineAbort: kv["deadlineAbort"] == "true",
+		ScaleDownDelay:        api.DefaultScaleDownDelay,
+		AbortScaleDownDelay:   api.DefaultAbortScaleDownDelay,
+		RevisionHistoryLimit:  api.DefaultRevisionHistoryLimit,
+	}
+	if v, ok := kv["min"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, fmt.Errorf("min: %w", err)
+		}
+		w.MinPodsPerReplicaSet = int32(n)
+	}
+	for key, d := range map[string]*time.Duration{"deadline": &w.ProgressDeadline, "delay": &w.ScaleDownDelay, "abortDelay": &w.AbortScaleDownDelay} {
+		if v, ok := kv[key]; ok {
+			p, err := time.ParseDuration(v)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", key, err)
+			}
+			*d = p
+		}
+	}
+	return w, nil
 }
 
 func analysisOf(names string) *api.Analysis {
@@ -181,6 +242,16 @@ func specOf(kv map[string]string) (*api.Rollout, error) {
 			"v1": {"127.0.0.1:9001"}, "v2": {"127.0.0.1:9002"}, "v3": {"127.0.0.1:9003"},
 		},
 	}}
+	if r.Workload, err = workloadOf(kv); err != nil {
+		return nil, err
+	}
+	if v, ok := kv["replicas"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, fmt.Errorf("replicas: %w", err)
+		}
+		r.Replicas = int32(n)
+	}
 	if bg := kv["bg"]; bg != "" {
 		names, start, _ := strings.Cut(bg, "@")
 		n, _ := strconv.Atoi(start)
@@ -258,7 +329,23 @@ func (h *harness) run(line string) ([]string, error) {
 		if id == "" && h.state.Timer != nil {
 			id = h.state.Timer.ID
 		}
+		if len(words) > 1 {
+			id = h.timerID(words[1])
+		}
 		ev = TimerFired{ID: id}
+	case "pods":
+		// pods HASH ready=N [replicas=N]: the actuator's report.
+		ready, err := strconv.Atoi(kv["ready"])
+		if err != nil {
+			return nil, fmt.Errorf("ready: %w", err)
+		}
+		replicas := ready
+		if v, ok := kv["replicas"]; ok {
+			if replicas, err = strconv.Atoi(v); err != nil {
+				return nil, fmt.Errorf("replicas: %w", err)
+			}
+		}
+		ev = PodsReady{Hash: words[1], Replicas: int32(replicas), Ready: int32(ready)}
 	case "result":
 		run := kv["run"]
 		switch run {
@@ -311,11 +398,38 @@ func (h *harness) run(line string) ([]string, error) {
 	return append(out, formatState(h.state)), nil
 }
 
+// timerID names the armed timer of a kind: "deadline" (the wait for
+// pods) or "scaledown/HASH" (a drain's delay).
+func (h *harness) timerID(kind string) string {
+	if kind == "deadline" {
+		if w := h.state.Wait; w != nil && w.Timer != nil {
+			return w.Timer.ID
+		}
+		return "deadline/none"
+	}
+	hash := strings.TrimPrefix(kind, "scaledown/")
+	for _, d := range h.state.Drains {
+		if d.Hash == hash && d.Timer != nil {
+			return d.Timer.ID
+		}
+	}
+	return "scaledown/none"
+}
+
 func formatAction(a Action) string {
 	switch a := a.(type) {
+	case ScaleWorkloads:
+		s := fmt.Sprintf("scale-workloads gen=%d", a.Gen)
+		for _, w := range a.Sets {
+			s += fmt.Sprintf(" %s=%s:%s:%d", w.Role, w.Version, w.Hash, w.Replicas)
+		}
+		return s
 	case SetTraffic:
 		t := a.Traffic
 		s := fmt.Sprintf("set-traffic gen=%d stable=%s:%d canary=%s:%d", a.Gen, t.StableVersion, t.Weights.Stable, t.CanaryVersion, t.Weights.Canary)
+		if t.StableWorkload != "" || t.CanaryWorkload != "" {
+			s += fmt.Sprintf(" pods=%s/%s", t.StableWorkload, t.CanaryWorkload)
+		}
 		for _, r := range t.HeaderRoutes {
 			s += " header=" + r.Name
 		}
@@ -374,6 +488,17 @@ func formatState(s State) string {
 	for _, r := range s.Runs {
 		out += fmt.Sprintf(" run=%s:%s", r.Name, r.Phase)
 	}
+	for _, w := range s.Workloads {
+		out += fmt.Sprintf(" %s=%s:%d/%d", w.Role, w.Hash, w.Ready, w.Desired)
+	}
+	if w := s.Wait; w != nil && w.Timer != nil {
+		out += " deadline=" + w.Timer.ID
+	}
+	for _, d := range s.Drains {
+		if d.Timer != nil {
+			out += " scaledown=" + d.Timer.ID
+		}
+	}
 	return out + fmt.Sprintf(" msg=%q", s.Message)
 }
 
@@ -385,7 +510,10 @@ func checkInvariants(s State) error {
 			return fmt.Errorf("bad weights %+v", w)
 		}
 	}
-	if s.Aborted && (w.Canary != 0 || len(s.HeaderRoutes) > 0 || len(s.MirrorRoutes) > 0) {
+	// An abort in Kubernetes mode may wait for stable pods before its
+	// traffic moves back.
+	abortWaits := s.Wait != nil && s.Wait.Kind == WaitAbort
+	if s.Aborted && !abortWaits && (w.Canary != 0 || len(s.HeaderRoutes) > 0 || len(s.MirrorRoutes) > 0) {
 		return fmt.Errorf("aborted with canary traffic: %+v %v %v", w, s.HeaderRoutes, s.MirrorRoutes)
 	}
 	if s.Phase == PhaseHealthy && (s.CanaryVersion != "" || w.Canary != 0 || len(s.HeaderRoutes) > 0) {

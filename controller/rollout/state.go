@@ -26,11 +26,12 @@ type Cursor string
 
 // Step cursors, in the order a step goes through them.
 const (
-	CursorEnter    Cursor = ""         // not entered yet
-	CursorAwaitAck Cursor = "AwaitAck" // traffic pushed, waiting for the ACK
-	CursorReady    Cursor = "Ready"    // traffic ACKed (or timed out), window not started
-	CursorRunning  Cursor = "Running"  // pause timer or analysis run in progress
-	CursorDone     Cursor = "Done"     // completed; the next step starts unless held
+	CursorEnter     Cursor = ""          // not entered yet
+	CursorAwaitPods Cursor = "AwaitPods" // Kubernetes mode: waiting for Ready pods before the step's traffic moves (State.Wait)
+	CursorAwaitAck  Cursor = "AwaitAck"  // traffic pushed, waiting for the ACK
+	CursorReady     Cursor = "Ready"     // traffic ACKed (or timed out), window not started
+	CursorRunning   Cursor = "Running"   // pause timer or analysis run in progress
+	CursorDone      Cursor = "Done"      // completed; the next step starts unless held
 )
 
 // HoldKind says why a canary is held at its current step.
@@ -41,6 +42,9 @@ type HoldKind string
 const (
 	HoldInconclusive HoldKind = "Inconclusive" // an analysis run ended Inconclusive
 	HoldNack         HoldKind = "NACK"         // xDS clients rejected the step's traffic
+	// HoldProgressDeadline: the canary's pods did not become Ready within
+	// Workload.ProgressDeadline and ProgressDeadlineAbort is off.
+	HoldProgressDeadline HoldKind = "ProgressDeadline"
 )
 
 // Hold stops the canary at its current step until promote, retry or resume.
@@ -136,6 +140,14 @@ type State struct {
 	Message string       `json:"message,omitempty"`
 
 	StableVersion string `json:"stableVersion,omitempty"`
+	// StableHash and CanaryHash are the pod-template hashes of the two
+	// versions in Kubernetes mode ("" in standalone mode). A version is the
+	// pair (image, hash): the same image with another hash is a new canary.
+	StableHash string `json:"stableHash,omitempty"`
+	CanaryHash string `json:"canaryHash,omitempty"`
+	// StableSpec is the rollout the stable version came from: its template
+	// builds the stable ReplicaSet, also after a restart mid-canary.
+	StableSpec *api.Rollout `json:"stableSpec,omitempty"`
 	// CanaryVersion is "" when no canary is in flight; after an abort it
 	// keeps the aborted version.
 	CanaryVersion string `json:"canaryVersion,omitempty"`
@@ -189,6 +201,24 @@ type State struct {
 	// Settle is a promotion, abort or other move of all traffic that
 	// completes only on its ACK.
 	Settle *Settle `json:"settle,omitempty"`
+
+	// Kubernetes mode only (Spec.Workload set); see replicas.go, podwait.go
+	// and drain.go.
+
+	// Wait is the wait for Ready pods that holds traffic back.
+	Wait *PodWait `json:"wait,omitempty"`
+	// Drains are versions that lost their traffic and keep their pods
+	// until their scale-down delay has passed.
+	Drains []Drain `json:"drains,omitempty"`
+	// Shares is the largest share of traffic each pod-template hash may be
+	// getting: that of the last ACKed generation or of any pushed since.
+	Shares []Share `json:"shares,omitempty"`
+	// Pods is the latest PodsReady per pod-template hash.
+	Pods []PodsReady `json:"pods,omitempty"`
+	// Workloads are the sets of the last ScaleWorkloads, with their Ready
+	// pods, for status; WorkloadGen numbers ScaleWorkloads actions.
+	Workloads   []WorkloadStatus `json:"workloads,omitempty"`
+	WorkloadGen uint64           `json:"workloadGen,omitempty"`
 }
 
 // Steps are the steps of the spec in force.
@@ -228,6 +258,10 @@ func (s State) clone() State {
 	c.MirrorRoutes = cloneSlice(s.MirrorRoutes)
 	c.Errors = cloneSlice(s.Errors)
 	c.Runs = cloneSlice(s.Runs)
+	c.Drains = cloneSlice(s.Drains)
+	c.Shares = cloneSlice(s.Shares)
+	c.Pods = cloneSlice(s.Pods)
+	c.Workloads = cloneSlice(s.Workloads)
 	return c
 }
 

@@ -35,8 +35,11 @@ func Step(state State, ev Event) (State, []Action) {
 		m.command(e)
 	case Restart:
 		m.restart()
+	case PodsReady:
+		m.podsReady(e)
 	}
 	m.flushTraffic()
+	m.flushWorkloads(m.rescale)
 	m.summarize()
 	m.s.Seq = state.Seq
 	if len(m.acts) == 0 && reflect.DeepEqual(state, m.s) {
@@ -54,6 +57,8 @@ type machine struct {
 	// trafficDirty is set when the traffic changed; one SetTraffic with
 	// the final traffic is emitted at the end of the Step.
 	trafficDirty bool
+	// rescale re-emits ScaleWorkloads even if the sets did not change.
+	rescale bool
 }
 
 func (m *machine) emit(a Action) { m.acts = append(m.acts, a) }
@@ -76,6 +81,9 @@ func (m *machine) flushTraffic() {
 	}
 	set := SetTraffic{Gen: m.s.TrafficGen, Traffic: m.s.Traffic()}
 	m.acts = append([]Action{set}, m.acts...)
+	if m.s.kubernetes() {
+		m.sharePushed(set.Traffic)
+	}
 }
 
 // alert queues an alert about the current state. detail makes the id
@@ -144,8 +152,12 @@ func (m *machine) invalid(e Invalid) {
 	m.alert(AlertStrategyInvalid, e.Commit, reason)
 }
 
-// timerFired completes a timed pause; a stale id is ignored.
+// timerFired completes a timed pause, ends a scale-down delay or acts on
+// a progress deadline; a stale id is ignored.
 func (m *machine) timerFired(e TimerFired) {
+	if m.drainTimerFired(e.ID) || m.deadlineFired(e.ID) {
+		return
+	}
 	if m.s.Timer == nil || m.s.Timer.ID != e.ID {
 		return
 	}
@@ -168,6 +180,8 @@ func (m *machine) acked(e TrafficAcked) {
 		m.s.AckedGen = e.Gen
 		m.s.AckTimedOut = false
 	}
+	m.shareAcked(e.Gen)
+	m.armDrains(e.Gen)
 	m.settleOn(e.Gen)
 	if m.s.Cursor == CursorAwaitAck && e.Gen >= m.s.AwaitGen {
 		m.s.Cursor = CursorReady
@@ -208,19 +222,27 @@ func (m *machine) ackTimeout(e TrafficAckTimeout) {
 	m.advance()
 }
 
-// restart re-emits what a fresh runner has lost: the traffic, the timer
-// and the unfinished analysis runs.
+// restart re-emits what a fresh runner has lost: the traffic, the pods
+// wanted (Kubernetes mode), the timers and the unfinished analysis runs.
+// Traffic the first version's pods still hold back is not pushed.
 func (m *machine) restart() {
 	if m.s.Spec == nil {
 		return
 	}
-	m.pushTraffic()
+	if m.s.Wait == nil || m.s.Wait.Kind != WaitFirst {
+		m.pushTraffic()
+	}
 	if m.s.Removed {
 		return
 	}
+	m.rescale = true
 	if m.s.Timer != nil {
 		m.emit(StartTimer{Timer: *m.s.Timer})
 	}
+	if w := m.s.Wait; w != nil && w.Timer != nil {
+		m.emit(StartTimer{Timer: *w.Timer})
+	}
+	m.rearmDrains()
 	for _, name := range []string{m.s.StepRun, m.s.BackgroundRun} {
 		if r := m.s.run(name); r != nil && !r.Phase.Terminal() {
 			m.emit(StartAnalysis{Rollout: m.s.Key, Run: r.Name, Kind: r.Kind, Analysis: r.Analysis, Args: r.Args})

@@ -28,6 +28,9 @@ func phaseAndMessage(s State) (Phase, string) {
 		if st, ok := (&machine{s: s}).currentStep(); ok {
 			return fmt.Sprintf("step %d/%d: %s", s.StepIndex+1, n, st)
 		}
+		if s.StepIndex >= n && s.CanaryVersion != "" {
+			return "promoting " + s.CanaryVersion
+		}
 		return fmt.Sprintf("step %d/%d", s.StepIndex+1, n)
 	}
 	switch {
@@ -36,6 +39,8 @@ func phaseAndMessage(s State) (Phase, string) {
 			return PhaseDegraded, "invalid strategy"
 		}
 		return "", ""
+	case s.Aborted && s.Wait != nil && s.Wait.Kind == WaitAbort:
+		return PhaseProgressing, fmt.Sprintf("aborting at step %d/%d: %s; %s before traffic goes back to %s", s.StepIndex+1, n, s.AbortReason, s.waitMessage(), s.StableVersion)
 	case s.Aborted:
 		msg := fmt.Sprintf("aborted at step %d/%d: %s", s.StepIndex+1, n, s.AbortReason)
 		if settling, ok := settlingMessage(s, fmt.Sprintf("aborting at step %d/%d: %s; all traffic back to %s", s.StepIndex+1, n, s.AbortReason, s.StableVersion)); ok {
@@ -44,6 +49,8 @@ func phaseAndMessage(s State) (Phase, string) {
 		return PhaseDegraded, msg + ackNote(s)
 	case s.Pending != nil:
 		return PhasePaused, fmt.Sprintf("waiting for approval of commit %s: %s", short(s.Pending.Commit), strings.Join(s.Pending.Reasons, "; "))
+	case s.Wait != nil && s.Wait.Kind == WaitFirst:
+		return PhaseProgressing, fmt.Sprintf("stable %s: %s before it gets traffic", s.StableVersion, s.waitMessage())
 	case s.CanaryVersion == "":
 		msg := fmt.Sprintf("stable %s at 100%%", s.StableVersion)
 		pending := msg
@@ -64,6 +71,8 @@ func phaseAndMessage(s State) (Phase, string) {
 	msg := at()
 	st, _ := (&machine{s: s}).currentStep()
 	switch s.Cursor {
+	case CursorAwaitPods:
+		msg += " (" + s.waitMessage() + ")"
 	case CursorAwaitAck:
 		msg += " (waiting for xDS ACK)"
 	case CursorRunning, CursorDone:

@@ -16,8 +16,11 @@ func (s State) Traffic() api.Traffic {
 		HeaderRoutes:  cloneSlice(s.HeaderRoutes),
 		MirrorRoutes:  cloneSlice(s.MirrorRoutes),
 	}
-	if t.CanaryVersion == "" || s.Aborted {
-		t.CanaryVersion = s.StableVersion
+	t.StableWorkload, t.CanaryWorkload = s.StableHash, s.CanaryHash
+	if t.CanaryVersion == "" || s.Aborted && !s.canaryServed() {
+		// An aborted canary keeps its side only while an abort waits for
+		// stable pods before its traffic moves back.
+		t.CanaryVersion, t.CanaryWorkload = s.StableVersion, s.StableHash
 	}
 	if s.Spec == nil || s.Spec.XDS == nil {
 		return t

@@ -38,11 +38,45 @@ var (
 	pBgHold      = append(pFinalPause[:len(pFinalPause):len(pFinalPause)], "result run=background phase=Inconclusive")
 )
 
+// Kubernetes-mode preludes: 2 replicas; the strategy: setWeight 50;
+// pause 30s; setCanaryScale 4; setWeight 100; pause.
+var (
+	kSteps = `steps="setWeight 50; pause 30s; scale 4; setWeight 100; pause"`
+	kSpecs = []string{
+		`spec k1 version=v1 hash=h1 replicas=2 ` + kSteps,
+		`spec k2 version=v2 hash=h2 replicas=2 ` + kSteps,
+		`spec k3 version=v3 hash=h3 replicas=2 ` + kSteps,
+		`spec k2-abort version=v2 hash=h2 replicas=2 deadlineAbort=true ` + kSteps,
+		`spec k2-template version=v1 hash=h9 replicas=2 ` + kSteps,
+		`spec k1-one version=v1 hash=h1 replicas=1 ` + kSteps,
+		`spec d1 version=v1 hash=h1 replicas=2 dss=true ` + kSteps,
+		`spec d2 version=v2 hash=h2 replicas=2 dss=true ` + kSteps,
+	}
+	kFirst       = append(kSpecs[:len(kSpecs):len(kSpecs)], "change k1 commit=aaaaaaa1")
+	kHealthy     = append(kFirst[:len(kFirst):len(kFirst)], "pods h1 ready=2", "ack")
+	kAwaitPods   = append(kHealthy[:len(kHealthy):len(kHealthy)], "change k2 commit=bbbbbbb2")
+	kAwaitAbort  = append(kHealthy[:len(kHealthy):len(kHealthy)], "change k2-abort commit=bbbbbbb2")
+	kHeld        = append(kAwaitPods[:len(kAwaitPods):len(kAwaitPods)], "fire deadline")
+	kAwaitAck    = append(kAwaitPods[:len(kAwaitPods):len(kAwaitPods)], "pods h2 ready=1")
+	kPause       = append(kAwaitAck[:len(kAwaitAck):len(kAwaitAck)], "ack")
+	kPromoWait   = append(kPause[:len(kPause):len(kPause)], "promote-full")
+	kPromoting   = append(kPromoWait[:len(kPromoWait):len(kPromoWait)], "pods h2 ready=2")
+	kDraining    = append(kPromoting[:len(kPromoting):len(kPromoting)], "ack")
+	kAborting    = append(kPause[:len(kPause):len(kPause)], "abort")
+	kAborted     = append(kAborting[:len(kAborting):len(kAborting)], "ack")
+	kdHealthy    = append(kSpecs[:len(kSpecs):len(kSpecs)], "change d1 commit=aaaaaaa1", "pods h1 ready=2", "ack")
+	kdAwaitAck   = append(kdHealthy[:len(kdHealthy):len(kdHealthy)], "change d2 commit=bbbbbbb2", "pods h2 ready=1")
+	kdPause      = append(kdAwaitAck[:len(kdAwaitAck):len(kdAwaitAck)], "ack", "pods h1 ready=1")
+	kdAbortWaits = append(kdPause[:len(kdPause):len(kdPause)], "abort")
+)
+
 // kindOf names an action for the table: its type, or the event of an alert.
 func kindOf(a Action) string {
 	switch a := a.(type) {
 	case SetTraffic:
 		return "set-traffic"
+	case ScaleWorkloads:
+		return "scale-workloads"
 	case StartAnalysis:
 		return "start-analysis:" + string(a.Kind)
 	case StopAnalysis:
@@ -141,6 +175,42 @@ func TestTransitions(t *testing.T) {
 		{"promote releases a background hold only", pBgHold, "promote", PhasePaused, 4, 50, false, []string{}},
 		{"retry re-runs an inconclusive background", pBgHold, "retry", PhasePaused, 4, 50, false, []string{"start-analysis:background"}},
 		{"aborted new edit keeps it aborted", pAborted, "change v2-more commit=ccccccc3 class=StrategyEdit", PhaseDegraded, 1, 0, true, []string{}},
+
+		// Kubernetes mode.
+		{"k8s: first version waits for its pods", kSpecs, "change k1 commit=aaaaaaa1", PhaseProgressing, 5, 0, false, []string{"scale-workloads", "start-timer"}},
+		{"k8s: first version's traffic goes once its pods are ready", kFirst, "pods h1 ready=2", PhaseProgressing, 5, 0, false, []string{"set-traffic", "cancel-timer"}},
+		{"k8s: first version short of pods re-arms the deadline", kFirst, "pods h1 ready=1", PhaseProgressing, 5, 0, false, []string{"cancel-timer", "start-timer"}},
+		{"k8s: first version past its deadline keeps waiting", kFirst, "fire deadline", PhaseProgressing, 5, 0, false, []string{}},
+		{"k8s: first version edited to fewer replicas goes once they are ready", append(kFirst[:len(kFirst):len(kFirst)], "pods h1 ready=1"), "change k1-one commit=abcdef9", PhaseProgressing, 5, 0, false, []string{"set-traffic", "scale-workloads", "cancel-timer"}},
+		{"k8s: first version not pushed by a restart", kFirst, "restart", PhaseProgressing, 5, 0, false, []string{"scale-workloads", "start-timer"}},
+		{"k8s: new version scales the canary before any weight", kHealthy, "change k2 commit=bbbbbbb2", PhaseProgressing, 0, 0, false, []string{"set-traffic", "scale-workloads", "rollout-started", "start-timer"}},
+		{"k8s: same image with a new pod template is a new canary", kHealthy, "change k2-template commit=bbbbbbb2", PhaseProgressing, 0, 0, false, []string{"set-traffic", "scale-workloads", "rollout-started", "start-timer"}},
+		{"k8s: canary pods ready push the weight", kAwaitPods, "pods h2 ready=1", PhaseProgressing, 0, 50, false, []string{"set-traffic", "cancel-timer"}},
+		{"k8s: canary pods not ready keep waiting", kAwaitPods, "pods h2 ready=0 replicas=1", PhaseProgressing, 0, 0, false, []string{}},
+		{"k8s: progress deadline holds the canary", kAwaitPods, "fire deadline", PhasePaused, 0, 0, false, []string{"rollout-paused"}},
+		{"k8s: progress deadline aborts with progressDeadlineAbort", kAwaitAbort, "fire deadline", PhaseProgressing, 0, 0, true, []string{"set-traffic", "scale-workloads", "rollout-aborted"}},
+		{"k8s: stale deadline ignored", kAwaitPods, "fire id=deadline/9/9", PhaseProgressing, 0, 0, false, nil},
+		{"k8s: pods arriving release a deadline hold", kHeld, "pods h2 ready=1", PhaseProgressing, 0, 50, false, []string{"set-traffic"}},
+		{"k8s: resume re-arms the deadline", kHeld, "resume", PhaseProgressing, 0, 0, false, []string{"start-timer"}},
+		{"k8s: retry re-arms the deadline", kHeld, "retry", PhaseProgressing, 0, 0, false, []string{"start-timer"}},
+		{"k8s: promote skips a step held by its deadline", kHeld, "promote", PhasePaused, 1, 0, false, []string{"scale-workloads", "step-completed", "start-timer"}},
+		{"k8s: ack of the weight starts the pause", kAwaitAck, "ack", PhasePaused, 1, 50, false, []string{"step-completed", "start-timer"}},
+		{"k8s: setCanaryScale waits for its pods", kPause, "fire", PhaseProgressing, 2, 50, false, []string{"scale-workloads", "step-completed", "start-timer"}},
+		{"k8s: restart re-emits pods and re-arms the deadline", kAwaitPods, "restart", PhaseProgressing, 0, 0, false, []string{"set-traffic", "scale-workloads", "start-timer"}},
+		{"k8s: promote full waits for the canary at full size", kPause, "promote-full", PhaseProgressing, 5, 50, false, []string{"scale-workloads", "cancel-timer", "start-timer"}},
+		{"k8s: canary at full size is promoted", kPromoWait, "pods h2 ready=2", PhaseProgressing, 5, 0, false, []string{"set-traffic", "scale-workloads", "cancel-timer"}},
+		{"k8s: promotion ack starts the scale-down delay", kPromoting, "ack", PhaseHealthy, 5, 0, false, []string{"start-timer", "rollout-completed"}},
+		{"k8s: scale-down delay ends the old stable", kDraining, "fire scaledown/h1", PhaseHealthy, 5, 0, false, []string{"scale-workloads"}},
+		{"k8s: restart re-arms the scale-down delay", kDraining, "restart", PhaseHealthy, 5, 0, false, []string{"set-traffic", "scale-workloads", "start-timer"}},
+		{"k8s: new canary while the old stable drains", kDraining, "change k3 commit=ccccccc3", PhaseProgressing, 0, 0, false, []string{"set-traffic", "scale-workloads", "rollout-started", "start-timer"}},
+		{"k8s: abort moves traffic at once when stable is ready", kPause, "abort", PhaseProgressing, 1, 0, true, []string{"set-traffic", "scale-workloads", "cancel-timer", "rollout-aborted"}},
+		{"k8s: abort ack starts the abort delay", kAborting, "ack", PhaseDegraded, 1, 0, true, []string{"start-timer"}},
+		{"k8s: abort delay ends the canary's pods", kAborted, "fire scaledown/h2", PhaseDegraded, 1, 0, true, []string{"scale-workloads"}},
+		{"k8s: rollback drains the canary", kPause, "change k1 commit=ccccccc3", PhaseProgressing, 5, 0, false, []string{"set-traffic", "scale-workloads", "cancel-timer"}},
+		{"k8s: dynamic stable shrinks only on the ack", kdAwaitAck, "ack", PhasePaused, 1, 50, false, []string{"scale-workloads", "step-completed", "start-timer"}},
+		{"k8s: dynamic stable abort waits for stable pods", kdPause, "abort", PhaseProgressing, 1, 50, true, []string{"scale-workloads", "cancel-timer", "start-timer", "rollout-aborted"}},
+		{"k8s: stable pods back move the aborted traffic", kdAbortWaits, "pods h1 ready=2", PhaseProgressing, 1, 0, true, []string{"set-traffic", "scale-workloads", "cancel-timer"}},
+		{"k8s: pods report in standalone mode ignored", pHealthy, "pods h1 ready=1", PhaseHealthy, 5, 0, false, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

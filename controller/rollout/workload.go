@@ -30,7 +30,10 @@ type WorkloadSet struct {
 // exactly Sets for Rollout: every ReplicaSet of the rollout not named in
 // Sets goes to 0 replicas (and out of the revision history past its
 // limit). It is declarative, so executing it twice does no harm.
-// Readiness comes back as PodsReady events.
+// Readiness comes back as PodsReady events: once the actuator has applied
+// a ScaleWorkloads it reports every set in it (even unchanged), then
+// every change; the machine forgets the report of a set it scales to 0,
+// so a set that comes back waits for a fresh report.
 type ScaleWorkloads struct {
 	Rollout api.Key       `json:"rollout"`
 	Gen     uint64        `json:"gen"`
