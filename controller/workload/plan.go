@@ -20,8 +20,9 @@ type replicaSetFacts struct {
 	// Ours: labelled managed-by sluice for this rollout, so sluice scales
 	// it to 0 and deletes it when it is not wanted.
 	Ours bool
-	// OfRollout: ours, named "<rollout>-<hash>", or owned by the Argo
-	// Rollout of the same name: a candidate for adoption.
+	// OfRollout: labelled sluice.io/rollout with the rollout's name, named
+	// "<rollout>-<hash>", or owned by the Argo Rollout of the same name: a
+	// candidate for adoption.
 	OfRollout bool
 	Revision  int64
 	Role      string
@@ -37,7 +38,7 @@ func factsOf(rs *appsv1.ReplicaSet, rolloutName string) replicaSetFacts {
 		Role:    rs.Annotations[AnnotationRole],
 		Created: rs.CreationTimestamp.Time,
 	}
-	f.OfRollout = f.Ours || rs.Name == replicaSetName(rolloutName, f.Hash) || ownedByArgoRollout(rs, rolloutName)
+	f.OfRollout = rs.Labels[LabelRollout] == rolloutName || rs.Name == replicaSetName(rolloutName, f.Hash) || ownedByArgoRollout(rs, rolloutName)
 	f.Revision, _ = strconv.ParseInt(rs.Annotations[AnnotationRevision], 10, 64)
 	if rs.Spec.Replicas != nil {
 		f.Replicas = *rs.Spec.Replicas
