@@ -10,6 +10,7 @@ import (
 const (
 	objectReplicaSet = "replicaset"
 	objectService    = "service"
+	objectPod        = "pod"
 )
 
 type metrics struct {
@@ -20,10 +21,10 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	m := &metrics{
 		applyErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_workload_apply_errors_total",
-			Help: "Failed writes to the cluster by the workload actuator, by object: replicaset (apply, scale to 0, delete) or service (selector pin).",
+			Help: "Failed writes to the cluster by the workload actuator, by object: replicaset (apply, scale to 0, delete), pod (labels of an adopted ReplicaSet's pods) or service (selector pin).",
 		}, []string{"object"}),
 	}
-	for _, o := range []string{objectReplicaSet, objectService} {
+	for _, o := range []string{objectReplicaSet, objectPod, objectService} {
 		m.applyErrors.WithLabelValues(o)
 	}
 	if reg == nil {

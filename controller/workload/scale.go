@@ -10,8 +10,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/rollout"
@@ -103,9 +106,37 @@ func (m *Manager) applySet(ctx context.Context, key api.Key, step applyStep) err
 	if err != nil {
 		return fmt.Errorf("replicaset %s: %w", step.Name, err)
 	}
-	if _, err := m.client.AppsV1().ReplicaSets(key.Namespace).Apply(ctx, ac, applyOptions); err != nil {
+	rs, err := m.client.AppsV1().ReplicaSets(key.Namespace).Apply(ctx, ac, applyOptions)
+	if err != nil {
 		m.metrics.applyErrors.WithLabelValues(objectReplicaSet).Inc()
 		return fmt.Errorf("apply replicaset %s: %w", step.Name, err)
+	}
+	return m.labelAdoptedPods(ctx, key, rs)
+}
+
+// labelAdoptedPods gives sluice's labels to the pods an adopted ReplicaSet
+// created before sluice applied its template, so that the informers see
+// them (readiness, endpoints, status). It lists only pods of the set still
+// missing the rollout label, which is none after the first call.
+func (m *Manager) labelAdoptedPods(ctx context.Context, key api.Key, rs *appsv1.ReplicaSet) error {
+	sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
+	if err != nil {
+		return fmt.Errorf("replicaset %s selector: %w", rs.Name, err)
+	}
+	notOurs, err := labels.NewRequirement(LabelRollout, selection.NotEquals, []string{key.Name})
+	if err != nil {
+		return fmt.Errorf("replicaset %s selector: %w", rs.Name, err)
+	}
+	pods, err := m.client.CoreV1().Pods(key.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.Add(*notOurs).String()})
+	if err != nil {
+		return fmt.Errorf("list pods of %s: %w", rs.Name, err)
+	}
+	for _, p := range pods.Items {
+		ac := corev1ac.Pod(p.Name, p.Namespace).WithLabels(ourLabels(key.Name, rs.Labels[LabelHash]))
+		if _, err := m.client.CoreV1().Pods(p.Namespace).Apply(ctx, ac, applyOptions); err != nil && !apierrors.IsNotFound(err) {
+			m.metrics.applyErrors.WithLabelValues(objectPod).Inc()
+			return fmt.Errorf("label adopted pod %s: %w", p.Name, err)
+		}
 	}
 	return nil
 }

@@ -64,16 +64,23 @@ func wantedPins(sets []rollout.WorkloadSet) map[string]string {
 }
 
 // pinServices sets each named Service's selector to include its side's
-// hash: a server-side apply of that one selector key, so the user's keys
-// (and every other field) stay theirs. A missing Service is an error.
+// hash, as Argo does. A Service's selector is an atomic map for
+// server-side apply, so sluice applies the whole selector (the user's keys
+// plus the hash) and nothing else of the Service; an unchanged selector is
+// not written. A missing Service is an error.
 func (m *Manager) pinServices(ctx context.Context, key api.Key, pins map[string]string) error {
 	for svc, hash := range pins {
-		if _, err := m.client.CoreV1().Services(key.Namespace).Get(ctx, svc, metav1.GetOptions{}); err != nil {
+		cur, err := m.client.CoreV1().Services(key.Namespace).Get(ctx, svc, metav1.GetOptions{})
+		if err != nil {
 			m.metrics.applyErrors.WithLabelValues(objectService).Inc()
 			return fmt.Errorf("service %s/%s: %w", key.Namespace, svc, err)
 		}
+		if cur.Spec.Selector[LabelHash] == hash {
+			continue
+		}
+		selector := withLabels(cur.Spec.Selector, map[string]string{LabelHash: hash})
 		ac := corev1ac.Service(svc, key.Namespace).
-			WithSpec(corev1ac.ServiceSpec().WithSelector(map[string]string{LabelHash: hash}))
+			WithSpec(corev1ac.ServiceSpec().WithSelector(selector))
 		if _, err := m.client.CoreV1().Services(key.Namespace).Apply(ctx, ac, applyOptions); err != nil {
 			m.metrics.applyErrors.WithLabelValues(objectService).Inc()
 			return fmt.Errorf("pin service %s/%s to %s: %w", key.Namespace, svc, hash, err)
