@@ -1,0 +1,21 @@
+// Package workload is the Kubernetes-mode actuator beside the gateway: it
+// makes a rollout's ReplicaSets match the state machine's ScaleWorkloads
+// action and reports back what the cluster did.
+//
+// Lifecycle:
+//
+//  1. New(Options) builds the informers (ReplicaSets and Pods labelled
+//     app.kubernetes.io/managed-by=sluice, EndpointSlices, Nodes).
+//  2. Start(ctx) starts them, waits for their caches and runs one worker
+//     that turns cache changes into OnReady and OnEndpoints callbacks.
+//  3. Scale applies one ScaleWorkloads (server-side apply, field manager
+//     "sluice"): one ReplicaSet "<rollout>-<hash>" per set, adopting a
+//     pre-existing one of the same hash, every other ReplicaSet of the
+//     rollout at 0 replicas within its revision history and deleted past it,
+//     and the selectors of the rollout's canary and stable Services pinned to
+//     their side's hash.
+//  4. Readiness, Endpoints and Status read the caches.
+//
+// Kubernetes imports stay here: api, controller/rollout and gateway never
+// see them.
+package workload

@@ -1,0 +1,198 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/rollout"
+)
+
+var applyOptions = metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
+
+// Scale makes the rollout's ReplicaSets match a: one per set, applied
+// whole (server-side, field manager "sluice", forced), adopting an existing
+// ReplicaSet of the same hash; then every other ReplicaSet of the rollout
+// goes to 0 replicas, those past revisionHistoryLimit are deleted, and the
+// named Services are pinned to their side's hash. It reads the cluster, not
+// the caches, so that calling it again at once (after a crash, say)
+// changes nothing. When a set cannot be applied nothing is scaled down.
+func (m *Manager) Scale(ctx context.Context, a rollout.ScaleWorkloads) error {
+	key := a.Rollout
+	if err := checkPorts(a.Sets); err != nil {
+		return fmt.Errorf("scale %s: %w", key, err)
+	}
+	have, err := m.listCandidates(ctx, key, a.Sets)
+	if err != nil {
+		return fmt.Errorf("scale %s: %w", key, err)
+	}
+	facts := make([]replicaSetFacts, len(have))
+	for i, rs := range have {
+		facts[i] = factsOf(rs, key.Name)
+	}
+	plan, err := planScale(key.Name, a.Sets, facts, historyLimit(a.Sets))
+	if err != nil {
+		return fmt.Errorf("scale %s: %w", key, err)
+	}
+	for _, step := range plan.Apply {
+		if err := m.applySet(ctx, key, step); err != nil {
+			return fmt.Errorf("scale %s: %w", key, err)
+		}
+	}
+	byName := map[string]*appsv1.ReplicaSet{}
+	for _, rs := range have {
+		byName[rs.Name] = rs
+	}
+	var errs []error
+	for _, name := range plan.Retire {
+		errs = append(errs, m.retire(ctx, byName[name]))
+	}
+	for _, name := range plan.Delete {
+		errs = append(errs, m.deleteReplicaSet(ctx, byName[name]))
+	}
+	errs = append(errs, m.pinServices(ctx, key, wantedPins(a.Sets)))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("scale %s: %w", key, err)
+	}
+	m.log.Debug("workload scaled", "rollout", key.String(), "gen", a.Gen,
+		"applied", len(plan.Apply), "retired", len(plan.Retire), "deleted", len(plan.Delete))
+	return nil
+}
+
+// listCandidates lists, from the API, the rollout's ReplicaSets and any
+// other of the namespace carrying one of the wanted hashes (to adopt).
+func (m *Manager) listCandidates(ctx context.Context, key api.Key, sets []rollout.WorkloadSet) ([]*appsv1.ReplicaSet, error) {
+	selectors := []string{LabelRollout + "=" + key.Name}
+	if len(sets) > 0 {
+		hashes := make([]string, len(sets))
+		for i, s := range sets {
+			hashes[i] = s.Hash
+		}
+		sort.Strings(hashes)
+		selectors = append(selectors, LabelHash+" in ("+strings.Join(hashes, ",")+")")
+	}
+	seen := map[types.UID]bool{}
+	var out []*appsv1.ReplicaSet
+	for _, sel := range selectors {
+		list, err := m.client.AppsV1().ReplicaSets(key.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return nil, fmt.Errorf("list replicasets %q: %w", sel, err)
+		}
+		for i := range list.Items {
+			rs := &list.Items[i]
+			if !seen[rs.UID] && rs.DeletionTimestamp == nil {
+				seen[rs.UID] = true
+				out = append(out, rs)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (m *Manager) applySet(ctx context.Context, key api.Key, step applyStep) error {
+	ac, err := replicaSetApply(key.Namespace, key.Name, step, m.schedulePods)
+	if err != nil {
+		return fmt.Errorf("replicaset %s: %w", step.Name, err)
+	}
+	rs, err := m.client.AppsV1().ReplicaSets(key.Namespace).Apply(ctx, ac, applyOptions)
+	if err != nil {
+		m.metrics.applyErrors.WithLabelValues(objectReplicaSet).Inc()
+		return fmt.Errorf("apply replicaset %s: %w", step.Name, err)
+	}
+	return m.labelAdoptedPods(ctx, key, rs)
+}
+
+// labelAdoptedPods gives sluice's labels to the pods an adopted ReplicaSet
+// created before sluice applied its template, so that the informers see
+// them (readiness, endpoints, status). It lists only pods of the set still
+// missing the rollout label, which is none after the first call.
+func (m *Manager) labelAdoptedPods(ctx context.Context, key api.Key, rs *appsv1.ReplicaSet) error {
+	sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
+	if err != nil {
+		return fmt.Errorf("replicaset %s selector: %w", rs.Name, err)
+	}
+	notOurs, err := labels.NewRequirement(LabelRollout, selection.NotEquals, []string{key.Name})
+	if err != nil {
+		return fmt.Errorf("replicaset %s selector: %w", rs.Name, err)
+	}
+	pods, err := m.client.CoreV1().Pods(key.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.Add(*notOurs).String()})
+	if err != nil {
+		return fmt.Errorf("list pods of %s: %w", rs.Name, err)
+	}
+	for _, p := range pods.Items {
+		ac := corev1ac.Pod(p.Name, p.Namespace).WithLabels(ourLabels(key.Name, rs.Labels[LabelHash]))
+		if _, err := m.client.CoreV1().Pods(p.Namespace).Apply(ctx, ac, applyOptions); err != nil && !apierrors.IsNotFound(err) {
+			m.metrics.applyErrors.WithLabelValues(objectPod).Inc()
+			return fmt.Errorf("label adopted pod %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// retire scales an unwanted ReplicaSet to 0 and marks it inactive, keeping
+// the rest of what sluice applied to it (extracted from its managed fields;
+// sluice no longer has the old version's template).
+func (m *Manager) retire(ctx context.Context, rs *appsv1.ReplicaSet) error {
+	ac, err := appsv1ac.ExtractReplicaSet(rs, FieldManager)
+	if err != nil {
+		return fmt.Errorf("extract replicaset %s: %w", rs.Name, err)
+	}
+	if ac.Spec == nil {
+		ac.Spec = appsv1ac.ReplicaSetSpec()
+	}
+	ac.Spec.WithReplicas(0)
+	ac.WithAnnotations(map[string]string{AnnotationRole: RoleInactive})
+	if _, err := m.client.AppsV1().ReplicaSets(rs.Namespace).Apply(ctx, ac, applyOptions); err != nil {
+		m.metrics.applyErrors.WithLabelValues(objectReplicaSet).Inc()
+		return fmt.Errorf("scale replicaset %s to 0: %w", rs.Name, err)
+	}
+	return nil
+}
+
+// deleteReplicaSet removes a ReplicaSet past the revision history; the
+// garbage collector removes its pods. It is deleted only if it is still
+// the object that was planned on (UID precondition).
+func (m *Manager) deleteReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet) error {
+	bg := metav1.DeletePropagationBackground
+	err := m.client.AppsV1().ReplicaSets(rs.Namespace).Delete(ctx, rs.Name, metav1.DeleteOptions{
+		Preconditions:     &metav1.Preconditions{UID: &rs.UID},
+		PropagationPolicy: &bg,
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		m.metrics.applyErrors.WithLabelValues(objectReplicaSet).Inc()
+		return fmt.Errorf("delete replicaset %s: %w", rs.Name, err)
+	}
+	return nil
+}
+
+// checkPorts refuses a side that gets its endpoints from its pods (no
+// Service named for it) when the pods declare no port to send traffic to.
+func checkPorts(sets []rollout.WorkloadSet) error {
+	for _, s := range sets {
+		if s.Spec == nil || (s.Role != rollout.RoleStable && s.Role != rollout.RoleCanary) {
+			continue
+		}
+		if w := s.Spec.Workload; w != nil && (s.Role == rollout.RoleStable && w.StableService != "" ||
+			s.Role == rollout.RoleCanary && w.CanaryService != "") {
+			continue
+		}
+		cs := s.Spec.Spec.Template.Spec.Containers
+		if len(cs) > 0 && len(cs[0].Ports) == 0 {
+			return fmt.Errorf("%s version %s: the first container declares no port and no %sService is named: sluice cannot tell where to send its traffic",
+				s.Role, s.Version, s.Role)
+		}
+	}
+	return nil
+}
