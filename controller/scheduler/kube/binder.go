@@ -68,19 +68,20 @@ type Options struct {
 // Binder keeps a scheduler graph in sync with the cluster and binds the
 // Pending pods of its scheduler name. Build it with New, then Run it.
 type Binder struct {
-	opts      Options
-	log       *slog.Logger
-	client    kubernetes.Interface
-	sched     *scheduler.Scheduler
-	metrics   *metrics
-	factory   informers.SharedInformerFactory
-	podLister corelisters.PodLister
-	queue     workqueue.TypedRateLimitingInterface[string]
-	events    events.EventBroadcaster
-	recorder  events.EventRecorder
-	handlers  []cache.ResourceEventHandlerRegistration
-	bindSlots chan struct{}
-	wg        sync.WaitGroup
+	opts       Options
+	log        *slog.Logger
+	client     kubernetes.Interface
+	sched      *scheduler.Scheduler
+	metrics    *metrics
+	factory    informers.SharedInformerFactory
+	ownFactory bool // Run shuts the factory down when it ends
+	podLister  corelisters.PodLister
+	queue      workqueue.TypedRateLimitingInterface[string]
+	events     events.EventBroadcaster
+	recorder   events.EventRecorder
+	handlers   []cache.ResourceEventHandlerRegistration
+	bindSlots  chan struct{}
+	wg         sync.WaitGroup
 
 	// beforeBind, when set (tests only), runs between the cycle and the
 	// pods/binding call, to provoke conflicts.
@@ -135,7 +136,8 @@ func New(opts Options) (*Binder, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if opts.Informers == nil {
+	ownFactory := opts.Informers == nil
+	if ownFactory {
 		opts.Informers = informers.NewSharedInformerFactory(opts.Client, 0)
 	}
 	sched, err := scheduler.New(scheduler.Options{
@@ -154,13 +156,14 @@ func New(opts Options) (*Binder, error) {
 		return nil, fmt.Errorf("binder: %w", err)
 	}
 	b := &Binder{
-		opts:      opts,
-		log:       opts.Logger,
-		client:    opts.Client,
-		sched:     sched,
-		metrics:   m,
-		factory:   opts.Informers,
-		podLister: opts.Informers.Core().V1().Pods().Lister(),
+		opts:       opts,
+		log:        opts.Logger,
+		client:     opts.Client,
+		sched:      sched,
+		metrics:    m,
+		factory:    opts.Informers,
+		ownFactory: ownFactory,
+		podLister:  opts.Informers.Core().V1().Pods().Lister(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.InitialBackoff, opts.MaxBackoff),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "sluice-binder"}),
@@ -218,6 +221,9 @@ func (b *Binder) Run(ctx context.Context) error {
 	b.events.StartRecordingToSink(ctx.Done())
 	defer b.events.Shutdown()
 	b.factory.Start(ctx.Done())
+	if b.ownFactory {
+		defer b.factory.Shutdown() // after ctx ended: waits for the informers
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), nh.HasSynced, ph.HasSynced) {
 		return nil // ctx ended first
 	}
