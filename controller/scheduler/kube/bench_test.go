@@ -1,0 +1,450 @@
+package kube
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/sluice-dev/sluice/internal/kubetest"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Benchmark settings, from the environment (defaults in brackets):
+// SLUICE_BENCH_NODES [1000] kwok nodes, SLUICE_BENCH_PODS [2000] pods per
+// scheduler, SLUICE_BENCH_CANARY_RUNS [10] 20-pod canaries,
+// SLUICE_BENCH_PPROF [none] CPU profile of the binder phase,
+// SLUICE_BENCH_QPS [5000] client QPS (burst twice that) of both schedulers.
+func benchEnv(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// BenchmarkBindRate measures, on one control plane with 1,000 kwok nodes,
+// how many pods per second sluice's binder binds and kube-scheduler
+// (same binaries' build, same client QPS) binds, each placing the same
+// 2,000 pre-created Pending pods (20 groups of 100, 100m CPU each) from a
+// cold start; then the time from creating a 20-pod canary ReplicaSet to
+// all its pods bound by sluice, over 10 runs. Run it alone:
+//
+//	go test ./controller/scheduler/kube/ -run '^$' -bench BindRate -benchtime 1x -timeout 30m
+//
+// Pods are created before each scheduler starts because the ReplicaSet
+// controller creates pods at kube-controller-manager's client rate (and in
+// slow-start batches), which would measure that controller, not the
+// scheduler. The canary run goes through the ReplicaSet controller on
+// purpose: that is what a push costs.
+func BenchmarkBindRate(b *testing.B) {
+	c := kubetest.Shared(b)
+	ctx := context.Background()
+	nodes, pods, runs := benchEnv("SLUICE_BENCH_NODES", 1000), benchEnv("SLUICE_BENCH_PODS", 2000), benchEnv("SLUICE_BENCH_CANARY_RUNS", 10)
+	qps := float32(benchEnv("SLUICE_BENCH_QPS", 5000))
+	cfg := rest.CopyConfig(c.Config)
+	cfg.QPS, cfg.Burst = qps, int(2*qps)
+	client := kubernetes.NewForConfigOrDie(cfg)
+
+	start := time.Now()
+	if err := addNodes(ctx, client, nodes); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%d nodes ready in %v", nodes, time.Since(start).Round(time.Millisecond))
+
+	for i := 0; i < b.N; i++ {
+		ns := c.Namespace(b)
+		sluice := measureSluice(b, client, ns, pods)
+		deletePods(b, client, ns)
+		kube := measureKubeScheduler(b, c, client, ns, pods, qps)
+		deletePods(b, client, ns)
+		b.Logf("sluice binder:  %d pods in %v → %.0f pods/s (%s)", pods, sluice.span.Round(time.Millisecond), sluice.rate(), sluice.detail)
+		b.Logf("kube-scheduler: %d pods in %v → %.0f pods/s (%s)", pods, kube.span.Round(time.Millisecond), kube.rate(), kube.detail)
+		b.Logf("ratio sluice/kube-scheduler: %.2f", sluice.rate()/kube.rate())
+		b.ReportMetric(sluice.rate(), "sluice-pods/s")
+		b.ReportMetric(kube.rate(), "kube-scheduler-pods/s")
+		b.ReportMetric(sluice.rate()/kube.rate(), "ratio")
+		p50 := measureCanary(b, client, c.Namespace(b), runs)
+		b.ReportMetric(float64(p50.Milliseconds()), "canary20-p50-ms")
+	}
+}
+
+// addNodes creates kwok nodes up to total (node-<i>, zones a|b|c in
+// turn, like run-controlplane.sh) with 32 parallel requests, and waits
+// until kwok reports them all Ready.
+func addNodes(ctx context.Context, client kubernetes.Interface, total int) error {
+	existing, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for _, n := range existing.Items {
+		have[n.Name] = true
+	}
+	zones := []string{"zone-a", "zone-b", "zone-c"}
+	work := make(chan int)
+	errs := make(chan error, 1)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if err := newNode(ctx, client, fmt.Sprintf("node-%d", i), zones[i%3], "8", nil); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for i := range total {
+		if !have[fmt.Sprintf("node-%d", i)] {
+			work <- i
+		}
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		ready := 0
+		for _, n := range list.Items {
+			for _, cond := range n.Status.Conditions {
+				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		if ready >= total {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d nodes Ready after 5m", ready, total)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// createPendingPods creates n pods for scheduler sched in groups of 100
+// (a rollout version each), 32 requests in parallel.
+func createPendingPods(b *testing.B, client kubernetes.Interface, ns, sched string, n int) {
+	b.Helper()
+	work := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				tmpl := podTemplate(sched, "100m", rolloutLabels(fmt.Sprintf("app%d", i/100), "h"))
+				_, err := client.CoreV1().Pods(ns).Create(context.Background(), &corev1.Pod{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%d", i), Namespace: ns, Labels: tmpl.Labels},
+					Spec:       tmpl.Spec,
+				}, metav1.CreateOptions{})
+				if err != nil {
+					mu.Lock()
+					firstErr = err
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if firstErr != nil {
+		b.Fatal(firstErr)
+	}
+}
+
+// bindWatch records when each pod of a namespace is first seen bound.
+type bindWatch struct {
+	mu          sync.Mutex
+	bound       map[string]bool
+	first, last time.Time
+	want        int
+	done        chan struct{}
+	stop        chan struct{}
+}
+
+func watchBinds(client kubernetes.Interface, ns string, want int) *bindWatch {
+	w := &bindWatch{bound: map[string]bool{}, want: want, done: make(chan struct{}), stop: make(chan struct{})}
+	lw := cache.NewListWatchFromClient(client.CoreV1().RESTClient(), "pods", ns, fields.Everything())
+	_, ctl := cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: lw,
+		ObjectType:    &corev1.Pod{},
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    w.see,
+			UpdateFunc: func(_, obj any) { w.see(obj) },
+		},
+	})
+	go ctl.Run(w.stop)
+	for !ctl.HasSynced() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return w
+}
+
+func (w *bindWatch) see(obj any) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok || p.Spec.NodeName == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.bound[p.Name] {
+		return
+	}
+	now := time.Now()
+	if len(w.bound) == 0 {
+		w.first = now
+	}
+	w.bound[p.Name] = true
+	w.last = now
+	if len(w.bound) == w.want {
+		close(w.done)
+	}
+}
+
+// wait waits for every pod bound and returns first and last bind times.
+func (w *bindWatch) wait(b *testing.B, timeout time.Duration) (first, last time.Time) {
+	b.Helper()
+	defer close(w.stop)
+	select {
+	case <-w.done:
+	case <-time.After(timeout):
+		w.mu.Lock()
+		n := len(w.bound)
+		w.mu.Unlock()
+		b.Fatalf("%d of %d pods bound after %v", n, w.want, timeout)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.first, w.last
+}
+
+// phase is one scheduler's result: pods bound between the first and the
+// last bind, and where the time went.
+type phase struct {
+	pods   int
+	span   time.Duration
+	detail string
+}
+
+func (p phase) rate() float64 { return float64(p.pods-1) / p.span.Seconds() }
+
+func measureSluice(b *testing.B, client kubernetes.Interface, ns string, n int) phase {
+	createPendingPods(b, client, ns, DefaultSchedulerName, n)
+	w := watchBinds(client, ns, n)
+	reg := prometheus.NewRegistry()
+	binder, err := New(Options{Client: client, Metrics: reg, BindWorkers: benchEnv("SLUICE_BENCH_BIND_WORKERS", 16)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if path := os.Getenv("SLUICE_BENCH_PPROF"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	t0 := time.Now()
+	go func() { done <- binder.Run(ctx) }()
+	first, last := w.wait(b, 10*time.Minute)
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	fams := map[string]*dto.MetricFamily{}
+	for _, f := range families {
+		fams[f.GetName()] = f
+	}
+	detail := fmt.Sprintf("start→first bind %v; mean scheduling cycle %s, mean pods/binding call %s, mean first-seen→bound %s",
+		first.Sub(t0).Round(time.Millisecond),
+		histMean(fams["sluice_scheduler_decision_seconds"], "result", "scheduled"),
+		histMean(fams["sluice_binder_bind_duration_seconds"], "", ""),
+		histMean(fams["sluice_binder_pod_scheduling_seconds"], "", ""))
+	return phase{pods: n, span: last.Sub(first), detail: detail}
+}
+
+// histMean is sum/count of the histogram in f whose label has value
+// (any when label is empty).
+func histMean(f *dto.MetricFamily, label, value string) string {
+	var sum float64
+	var count uint64
+	for _, m := range f.GetMetric() {
+		if label != "" && !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == label && l.GetValue() == value }) {
+			continue
+		}
+		sum += m.GetHistogram().GetSampleSum()
+		count += m.GetHistogram().GetSampleCount()
+	}
+	if count == 0 {
+		return "n/a"
+	}
+	return time.Duration(sum / float64(count) * float64(time.Second)).Round(time.Microsecond).String()
+}
+
+func measureKubeScheduler(b *testing.B, c *kubetest.Cluster, client kubernetes.Interface, ns string, n int, qps float32) phase {
+	bin := filepath.Join(kubetest.BinDir(), "kube-scheduler")
+	if _, err := os.Stat(bin); err != nil {
+		b.Fatalf("kube-scheduler: %v (hack/kube/build-binaries.sh builds it)", err)
+	}
+	createPendingPods(b, client, ns, "default-scheduler", n)
+	w := watchBinds(client, ns, n)
+	dir := b.TempDir()
+	conf := filepath.Join(dir, "scheduler.yaml")
+	err := os.WriteFile(conf, fmt.Appendf(nil, `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection: {leaderElect: false}
+clientConnection: {kubeconfig: %q, qps: %g, burst: %d}
+profiles:
+- schedulerName: default-scheduler
+`, c.Kubeconfig, qps, int(2*qps)), 0o644)
+	if err != nil {
+		b.Fatal(err)
+	}
+	port := freePort(b)
+	logf, err := os.Create(filepath.Join(dir, "kube-scheduler.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, "--config", conf, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
+		"--authorization-always-allow-paths", "/metrics,/healthz", "--v", "1")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	first, last := w.wait(b, 10*time.Minute)
+	detail := fmt.Sprintf("start→first bind %v; %s", first.Sub(t0).Round(time.Millisecond), kubeSchedulerMetrics(port))
+	return phase{pods: n, span: last.Sub(first), detail: detail}
+}
+
+// kubeSchedulerMetrics summarises kube-scheduler's own timing metrics.
+func kubeSchedulerMetrics(port int) string {
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := hc.Get(fmt.Sprintf("https://127.0.0.1:%d/metrics", port))
+	if err != nil {
+		return "metrics: " + err.Error()
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		return fmt.Sprintf("metrics: %s %s", resp.Status, body)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return "metrics: " + err.Error()
+	}
+	return fmt.Sprintf("mean scheduling attempt %s, mean algorithm %s, mean Bind extension point %s, mean pod SLI (queue→bound) %s",
+		histMean(fams["scheduler_scheduling_attempt_duration_seconds"], "result", "scheduled"),
+		histMean(fams["scheduler_scheduling_algorithm_duration_seconds"], "", ""),
+		histMean(fams["scheduler_framework_extension_point_duration_seconds"], "extension_point", "Bind"),
+		histMean(fams["scheduler_pod_scheduling_sli_duration_seconds"], "", ""))
+}
+
+func freePort(b *testing.B) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// deletePods deletes every pod of ns at once and waits until none is left.
+func deletePods(b *testing.B, client kubernetes.Interface, ns string) {
+	b.Helper()
+	ctx := context.Background()
+	zero := int64(0)
+	if err := client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	waitFor(b, 5*time.Minute, "every pod deleted", func() (bool, string) {
+		l, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(l.Items) == 0, fmt.Sprintf("%d left", len(l.Items))
+	})
+}
+
+// measureCanary runs the binder and, runs times, creates a 20-pod canary
+// ReplicaSet and times it until all 20 pods are bound; it returns the p50.
+func measureCanary(b *testing.B, client kubernetes.Interface, ns string, runs int) time.Duration {
+	binder, err := New(Options{Client: client})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- binder.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Error(err)
+		}
+	}()
+	var times []time.Duration
+	for i := range runs {
+		hash := fmt.Sprintf("c%d", i)
+		w := watchBinds(client, ns, 20)
+		t0 := time.Now()
+		createReplicaSet(b, client, ns, "canary-"+hash, 20, podTemplate(DefaultSchedulerName, "100m", rolloutLabels("canary", hash)))
+		_, last := w.wait(b, 2*time.Minute)
+		times = append(times, last.Sub(t0))
+		if err := client.AppsV1().ReplicaSets(ns).Delete(ctx, "canary-"+hash, metav1.DeleteOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		deletePods(b, client, ns)
+	}
+	slices.Sort(times)
+	b.Logf("push → 20 canary pods bound: p50 %v, min %v, max %v over %d runs", times[len(times)/2].Round(time.Millisecond), times[0].Round(time.Millisecond), times[len(times)-1].Round(time.Millisecond), runs)
+	return times[len(times)/2]
+}

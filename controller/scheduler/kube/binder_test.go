@@ -1,0 +1,281 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/sluice-dev/sluice/controller/scheduler"
+	"github.com/sluice-dev/sluice/internal/kubetest"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// The shared control plane's nodes: node-i is in zone-{a,b,c}[i%3].
+const (
+	zoneANode, zoneASibling = "node-0", "node-3"
+	zoneBNode               = "node-1"
+)
+
+func TestBindsReplicaSetSpreadOverZones(t *testing.T) {
+	c := kubetest.Shared(t)
+	ns := c.Namespace(t)
+	b := startBinder(t, c, Options{})
+	lbl := rolloutLabels("web", "h1")
+	createReplicaSet(t, c.Client, ns, "web-h1", 6, podTemplate(DefaultSchedulerName, "100m", lbl))
+
+	var pods []corev1.Pod
+	waitFor(t, 30*time.Second, "6 pods Running with IPs", func() (bool, string) {
+		var all int
+		pods, all = runningPods(t, c.Client, ns, "rollouts-pod-template-hash=h1")
+		return len(pods) == 6, fmt.Sprintf("%d running of %d: %s", len(pods), all, nodesOf(pods))
+	})
+	zones := zoneCounts(t, c.Client, pods)
+	for _, z := range []string{"zone-a", "zone-b", "zone-c"} {
+		if zones[z] != 2 {
+			t.Errorf("zone %s has %d pods, want 2 (maxSkew 1 over 3 zones): %v", z, zones[z], zones)
+		}
+	}
+	if got := testutil.ToFloat64(b.metrics.bound); got != 6 {
+		t.Errorf("sluice_binder_pods_bound_total = %v, want 6", got)
+	}
+}
+
+func TestCordonedAndTaintedNodesGetNoPods(t *testing.T) {
+	c := kubetest.Shared(t)
+	ns := c.Namespace(t)
+	patchNode(t, c, zoneANode, `{"spec":{"unschedulable":true}}`, `{"spec":{"unschedulable":null}}`)
+	patchNode(t, c, zoneBNode, `{"spec":{"taints":[{"key":"dedicated","value":"db","effect":"NoSchedule"}]}}`, `{"spec":{"taints":null}}`)
+	startBinder(t, c, Options{})
+	createReplicaSet(t, c.Client, ns, "api-h2", 6, podTemplate(DefaultSchedulerName, "100m", rolloutLabels("api", "h2")))
+
+	var pods []corev1.Pod
+	waitFor(t, 30*time.Second, "6 pods Running", func() (bool, string) {
+		var all int
+		pods, all = runningPods(t, c.Client, ns, "rollouts-pod-template-hash=h2")
+		return len(pods) == 6, fmt.Sprintf("%d running of %d: %s", len(pods), all, nodesOf(pods))
+	})
+	for _, p := range pods {
+		if p.Spec.NodeName == zoneANode || p.Spec.NodeName == zoneBNode {
+			t.Errorf("pod %s placed on %s, which is cordoned or tainted: %s", p.Name, p.Spec.NodeName, nodesOf(pods))
+		}
+	}
+}
+
+// patchNode applies a merge patch to a node and the undo patch when the
+// test ends.
+func patchNode(t *testing.T, c *kubetest.Cluster, node, patch, undo string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := c.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := c.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(undo), metav1.PatchOptions{}); err != nil {
+			t.Errorf("undo patch of %s: %v", node, err)
+		}
+	})
+}
+
+func TestUnschedulablePodReportedThenBoundWhenANodeFits(t *testing.T) {
+	c := kubetest.Shared(t)
+	ns := c.Namespace(t)
+	var mu sync.Mutex
+	var told []PendingPod
+	b := startBinder(t, c, Options{OnUnschedulable: func(p PendingPod) { mu.Lock(); told = append(told, p); mu.Unlock() }})
+	ctx := context.Background()
+	tmpl := podTemplate(DefaultSchedulerName, "16", map[string]string{"app": "big"})
+	pod, err := c.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: ns, Labels: tmpl.Labels}, Spec: tmpl.Spec}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const want = "nodes are available: 6 Insufficient cpu."
+	waitFor(t, 30*time.Second, "PodScheduled=False, reason Unschedulable, with the diagnosis", func() (bool, string) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled {
+				ok := cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable && strings.HasPrefix(cond.Message, "0/6 ") && strings.HasSuffix(cond.Message, want)
+				return ok, fmt.Sprintf("%+v", cond)
+			}
+		}
+		return false, fmt.Sprintf("no PodScheduled condition; node %q", p.Spec.NodeName)
+	})
+	waitFor(t, 30*time.Second, "a Warning FailedScheduling event from sluice", func() (bool, string) {
+		evs, err := c.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			if e.Regarding.Name == pod.Name && e.Reason == "FailedScheduling" && e.Type == corev1.EventTypeWarning && e.ReportingController == FieldManager && strings.HasSuffix(e.Note, want) {
+				return true, ""
+			}
+			seen = append(seen, e.Reason+": "+e.Note)
+		}
+		return false, strings.Join(seen, "; ")
+	})
+	why, ok := b.Why(ns, pod.Name)
+	if !ok || !strings.HasSuffix(why.Message, want) {
+		t.Errorf("Why = %+v, %v; want the diagnosis", why, ok)
+	}
+	mu.Lock()
+	if len(told) != 1 || !strings.HasSuffix(told[0].Message, want) {
+		t.Errorf("OnUnschedulable calls = %+v, want one with the diagnosis", told)
+	}
+	mu.Unlock()
+
+	// A node big enough arrives: the pod is retried and bound there.
+	createNode(t, c.Client, "big-node", "zone-a", "32", nil)
+	waitFor(t, 30*time.Second, "the pod bound to big-node and Running", func() (bool, string) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Spec.NodeName == "big-node" && p.Status.Phase == corev1.PodRunning, fmt.Sprintf("node %q phase %s", p.Spec.NodeName, p.Status.Phase)
+	})
+	if _, ok := b.Why(ns, pod.Name); ok {
+		t.Error("Why still reports the bound pod as pending")
+	}
+}
+
+func TestDrainedNodesPodsReplacedElsewhere(t *testing.T) {
+	c := kubetest.Shared(t)
+	ns := c.Namespace(t)
+	startBinder(t, c, Options{})
+	ctx := context.Background()
+	createReplicaSet(t, c.Client, ns, "cart-h3", 6, podTemplate(DefaultSchedulerName, "100m", rolloutLabels("cart", "h3")))
+	sel := "rollouts-pod-template-hash=h3"
+	var pods []corev1.Pod
+	waitFor(t, 30*time.Second, "6 pods Running", func() (bool, string) {
+		var all int
+		pods, all = runningPods(t, c.Client, ns, sel)
+		return len(pods) == 6, fmt.Sprintf("%d running of %d", len(pods), all)
+	})
+
+	// Drain node-0: cordon it, delete its pods.
+	patchNode(t, c, zoneANode, `{"spec":{"unschedulable":true}}`, `{"spec":{"unschedulable":null}}`)
+	drained := 0
+	for _, p := range pods {
+		if p.Spec.NodeName == zoneANode {
+			drained++
+			if err := c.Client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if drained == 0 {
+		t.Fatalf("no pod on %s to drain: %s", zoneANode, nodesOf(pods))
+	}
+	waitFor(t, 30*time.Second, "6 pods Running again, none on the drained node, 2 per zone", func() (bool, string) {
+		pods, all := runningPods(t, c.Client, ns, sel)
+		if len(pods) != 6 || all != 6 {
+			return false, fmt.Sprintf("%d running of %d: %s", len(pods), all, nodesOf(pods))
+		}
+		for _, p := range pods {
+			if p.Spec.NodeName == zoneANode {
+				return false, "a pod on the drained node: " + nodesOf(pods)
+			}
+		}
+		z := zoneCounts(t, c.Client, pods)
+		return z["zone-a"] == 2 && z["zone-b"] == 2 && z["zone-c"] == 2, fmt.Sprintf("zones %v: %s", z, nodesOf(pods))
+	})
+}
+
+// bindUnderFeet binds the pod itself, before the binder does.
+func TestBindConflictWhenPodBoundUnderTheBindersFeet(t *testing.T) {
+	c := kubetest.Shared(t)
+	ns := c.Namespace(t)
+	b, err := New(Options{Client: c.Client, InitialBackoff: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	var chosen, other string
+	b.beforeBind = func(ctx context.Context, pod *corev1.Pod, node string) {
+		once.Do(func() {
+			chosen, other = node, zoneASibling
+			if node == zoneASibling {
+				other = zoneANode
+			}
+			err := c.Client.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
+				ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
+				Target:     corev1.ObjectReference{Kind: "Node", Name: other},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				t.Errorf("bind under the binder's feet: %v", err)
+			}
+		})
+	}
+	runBinder(t, c.Client, b)
+	tmpl := podTemplate(DefaultSchedulerName, "100m", nil)
+	ctx := context.Background()
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}, Spec: tmpl.Spec}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the conflict counted and the graph holding the pod where it really is", func() (bool, string) {
+		conflicts := testutil.ToFloat64(b.metrics.bindErrors.WithLabelValues(bindErrConflict))
+		var node string
+		_ = b.sched.Update(func(g *scheduler.Graph) error { node, _ = g.PodNode(ns + "/p"); return nil })
+		return conflicts == 1 && node == other && node != "", fmt.Sprintf("conflicts %v, graph has the pod on %q (binder chose %q, bound to %q)", conflicts, node, chosen, other)
+	})
+	p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Spec.NodeName != other {
+		t.Errorf("pod on %q, want %q (bound under the binder's feet)", p.Spec.NodeName, other)
+	}
+	if _, pending := b.Why(ns, "p"); pending {
+		t.Error("the pod bound by someone else is still pending in the binder")
+	}
+}
+
+func TestNodeDeletedBeforeTheBindIsRetriedElsewhere(t *testing.T) {
+	c := kubetest.Shared(t)
+	ns := c.Namespace(t)
+	pool := map[string]string{"pool": "extra"}
+	createNode(t, c.Client, "extra-0", "zone-a", "8", pool)
+	createNode(t, c.Client, "extra-1", "zone-b", "8", pool)
+	b, err := New(Options{Client: c.Client, InitialBackoff: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	var deleted string
+	b.beforeBind = func(ctx context.Context, pod *corev1.Pod, node string) {
+		once.Do(func() {
+			deleted = node
+			if err := c.Client.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}); err != nil {
+				t.Errorf("delete node mid-cycle: %v", err)
+			}
+			waitFor(t, 10*time.Second, "the binder sees the node gone", func() (bool, string) { return !b.nodeKnown(node), "" })
+		})
+	}
+	runBinder(t, c.Client, b)
+	tmpl := podTemplate(DefaultSchedulerName, "100m", nil)
+	tmpl.Spec.NodeSelector = pool
+	ctx := context.Background()
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}, Spec: tmpl.Spec}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the pod bound to the remaining extra node", func() (bool, string) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || err != nil {
+			return false, fmt.Sprint(err)
+		}
+		return p.Spec.NodeName != "" && p.Spec.NodeName != deleted, fmt.Sprintf("on %q, deleted %q", p.Spec.NodeName, deleted)
+	})
+	if got := testutil.ToFloat64(b.metrics.bindErrors.WithLabelValues(bindErrNodeGone)); got != 1 {
+		t.Errorf("node_gone bind errors = %v, want 1", got)
+	}
+}
