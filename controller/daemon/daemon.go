@@ -42,6 +42,7 @@ type Daemon struct {
 	backend    *backend
 	api        *httpapi.Handler
 	refused    *refusedRevisions
+	kube       *kubeParts // nil in standalone mode
 
 	xdsLis, httpLis net.Listener
 	synced          atomic.Bool // the first revision has been applied
@@ -131,15 +132,27 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 	}
 	broker := httpapi.NewBroker(httpapi.BrokerOptions{})
 	d.meter = newTrafficMeter(d.gateway, reg)
+	var traffic runner.Traffic = d.meter
+	var workloads runner.Workloads
+	if o.Kubernetes {
+		if d.kube, err = newKubeParts(o, d.meter, reg, d.log); err != nil {
+			return err
+		}
+		traffic, workloads = d.kube.traffic, d.kube.workloads
+	}
 	if d.runner, err = runner.New(runner.Options{
 		Store:      d.store,
-		Traffic:    d.meter,
+		Traffic:    traffic,
+		Workloads:  workloads,
 		Analyzer:   &analyzer{engine: engine, templates: d.templates},
 		Alerter:    &alertTap{outbox: d.dispatcher, broker: broker},
 		Logger:     d.log,
 		AckTimeout: o.AckTimeout,
 	}); err != nil {
 		return fmt.Errorf("runner: %w", err)
+	}
+	if d.kube != nil {
+		d.kube.runner.Store(d.runner)
 	}
 	reg.MustRegister(newRolloutCollector(d.runner))
 	d.refused = newRefusedRevisions(reg)
@@ -158,6 +171,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 		// commit in force is read again before anything newer.
 		ReplayLast: true,
 		Limits:     o.StrategyLimits,
+		Mode:       o.mode(),
 		Logger:     d.log, Registry: reg,
 	}); err != nil {
 		return fmt.Errorf("gitwatch: %w", err)
@@ -224,9 +238,16 @@ func (d *Daemon) ready() error {
 // streams, close the store.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.close()
+	if d.kube != nil {
+		// Restored traffic must find its endpoints in the caches.
+		if err := d.kube.workloads.Start(ctx); err != nil {
+			return fmt.Errorf("start workloads: %w", err)
+		}
+	}
 	if err := d.runner.Start(ctx); err != nil {
 		return fmt.Errorf("start runner: %w", err)
 	}
+
 	// Serve xDS only once the restored rollouts have republished their
 	// traffic: a client that reconnects earlier would be told its listener
 	// is gone and drop its last good routes.
@@ -254,6 +275,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	run("http", d.serveHTTP)
 	run("git", d.followGit)
 	run("store", d.watchStore)
+	if d.kube != nil {
+		run("scheduler", d.kube.runBinder)
+	}
 	wg.Add(1)
 	go func() { defer wg.Done(); d.backend.pumpStatus(ctx) }()
 	d.log.Info("sluice running", "repo", d.watcher.Status().Repo, "xds", d.XDSAddr().String(), "http", d.HTTPAddr().String())

@@ -89,6 +89,14 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// mode is where the rollouts run, for the strategy loader.
+func (o Options) mode() api.Mode {
+	if o.Kubernetes {
+		return api.ModeKubernetes
+	}
+	return api.ModeStandalone
+}
+
 // DefaultHTTPAddr keeps the API, whose write calls move traffic, off the
 // network unless asked for.
 const DefaultHTTPAddr = "127.0.0.1:8080"

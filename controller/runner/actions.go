@@ -109,7 +109,11 @@ func (r *Runner) scaleWorkloads(e *entry, a rollout.ScaleWorkloads) {
 		wait := scaleRetryMin
 		for {
 			err := r.opts.Workloads.Scale(ctx, a)
-			if err == nil || ctx.Err() != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if err == nil {
+				r.opts.Workloads.Resend(a.Rollout)
 				return
 			}
 			r.log.Warn("scale workloads failed; retrying", "rollout", a.Rollout.String(), "gen", a.Gen, "retry_in", wait, "err", err)

@@ -51,6 +51,10 @@ type Alerter interface {
 type Workloads interface {
 	// Scale makes the rollout's ReplicaSets match a. It is idempotent.
 	Scale(ctx context.Context, a rollout.ScaleWorkloads) error
+	// Resend reports (as PodsReady) every version of the rollout again,
+	// after the reports already queued: the machine expects a report of
+	// every set once a ScaleWorkloads is applied.
+	Resend(key api.Key)
 }
 
 // NoAnalyzerMessage is the verdict message when no analysis engine is

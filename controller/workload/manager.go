@@ -70,6 +70,11 @@ type Manager struct {
 	// only the worker touches it.
 	reported map[api.Key]rolloutReport
 
+	// forced holds the rollouts whose next report repeats every version
+	// (Resend).
+	forcedMu sync.Mutex
+	forced   map[api.Key]bool
+
 	pinsMu sync.RWMutex
 	pins   map[api.Key]servicePins
 	// pinnedBy maps "<namespace>/<service>" to the rollout that pinned it.
@@ -104,6 +109,7 @@ func New(opts Options) (*Manager, error) {
 		queue:        workqueue.NewTyped[api.Key](),
 		reported:     map[api.Key]rolloutReport{},
 		pins:         map[api.Key]servicePins{},
+		forced:       map[api.Key]bool{},
 		pinnedBy:     map[string]api.Key{},
 	}
 	if m.onReady == nil {

@@ -69,6 +69,9 @@ func (m *Manager) report(key api.Key) {
 		now.endpoints[r.Hash] = m.endpointsFingerprint(key, r.Hash)
 	}
 	last := m.reported[key]
+	if m.takeForced(key) {
+		last = rolloutReport{}
+	}
 	for _, hash := range sortedKeys(now.ready) {
 		if r, ok := last.ready[hash]; !ok || r != now.ready[hash] {
 			m.onReady(key, now.ready[hash])

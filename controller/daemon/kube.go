@@ -1,0 +1,96 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/rollout"
+	"github.com/sluice-dev/sluice/controller/runner"
+	"github.com/sluice-dev/sluice/controller/scheduler/kube"
+	"github.com/sluice-dev/sluice/controller/workload"
+)
+
+// kubeParts are what Kubernetes mode adds to the daemon: the workload
+// actuator, the pod binder and the traffic that takes its endpoints from
+// the cluster.
+type kubeParts struct {
+	workloads *workload.Manager
+	binder    *kube.Binder // nil with --schedule-pods=false
+	traffic   *clusterTraffic
+	// runner receives PodsReady for the rollouts it knows. Reports from
+	// before it has loaded them are dropped: every restored rollout scales
+	// when the runner starts, and so asks for a fresh report of every set.
+	runner atomic.Pointer[runner.Runner]
+}
+
+// kubeConfig follows the usual loading rules: an explicit file, then
+// $KUBECONFIG, then ~/.kube/config, then the in-cluster service account.
+func kubeConfig(path string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
+// newKubeParts connects to the cluster and builds the Kubernetes-mode
+// parts; next is the gateway side of the traffic.
+func newKubeParts(o Options, next runner.Traffic, reg *prometheus.Registry, log *slog.Logger) (*kubeParts, error) {
+	cfg, err := kubeConfig(o.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	// Binds and ReplicaSet applies come in bursts (a 20-pod canary is 20
+	// binds and 20 events); client-go's default 5 QPS would pace them.
+	cfg.QPS, cfg.Burst = 100, 200
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	k := &kubeParts{}
+	if k.workloads, err = workload.New(workload.Options{
+		Client: client, SchedulePods: o.SchedulePods, Logger: log, Registry: reg,
+		OnReady:     k.podsReady,
+		OnEndpoints: func(key api.Key) { k.traffic.endpointsChanged(key) },
+	}); err != nil {
+		return nil, fmt.Errorf("workloads: %w", err)
+	}
+	k.traffic = newClusterTraffic(next, k.workloads, log)
+	if o.SchedulePods {
+		if k.binder, err = kube.New(kube.Options{Client: client, SchedulerName: workload.SchedulerName, Metrics: reg, Logger: log}); err != nil {
+			return nil, fmt.Errorf("pod binder: %w", err)
+		}
+	}
+	return k, nil
+}
+
+// podsReady passes a readiness report to the rollout it belongs to; a
+// ReplicaSet of a rollout sluice does not know (left from a deleted file)
+// makes no new one.
+func (k *kubeParts) podsReady(key api.Key, ev rollout.PodsReady) {
+	r := k.runner.Load()
+	if r == nil {
+		return
+	}
+	if _, ok := r.Status(key); ok {
+		r.Submit(key, ev)
+	}
+}
+
+// runBinder places pods until ctx ends (at once with --schedule-pods=false).
+func (k *kubeParts) runBinder(ctx context.Context) error {
+	if k.binder == nil {
+		return nil
+	}
+	return k.binder.Run(ctx)
+}
