@@ -29,8 +29,10 @@ type Share struct {
 	Weight int32  `json:"weight"`
 }
 
-// kubernetes reports whether sluice runs the rollout's pods.
-func (s State) kubernetes() bool { return s.Spec != nil && s.Spec.Workload != nil }
+// kubernetes reports whether sluice runs the rollout's pods: a rollout
+// without a pod-template hash has no ReplicaSet to run, and moves traffic
+// as in standalone mode.
+func (s State) kubernetes() bool { return specHash(s.Spec) != "" }
 
 // workload is the Kubernetes-mode configuration in force.
 func (s State) workload() api.Workload {
