@@ -22,15 +22,10 @@ type WorkloadStatus struct {
 	Ready    int32        `json:"ready"`
 }
 
-// Share is the largest share of traffic (percent) a pod-template hash may
-// be getting while clients move between routing tables.
-type Share struct {
-	Hash   string `json:"hash"`
-	Weight int32  `json:"weight"`
-}
-
-// kubernetes reports whether sluice runs the rollout's pods.
-func (s State) kubernetes() bool { return s.Spec != nil && s.Spec.Workload != nil }
+// kubernetes reports whether sluice runs the rollout's pods: a rollout
+// without a pod-template hash has no ReplicaSet to run, and moves traffic
+// as in standalone mode.
+func (s State) kubernetes() bool { return specHash(s.Spec) != "" }
 
 // workload is the Kubernetes-mode configuration in force.
 func (s State) workload() api.Workload {
@@ -93,79 +88,6 @@ func (s State) canaryCount(weight, upto int32) int32 {
 	default:
 		return s.replicasFor(*scs.Weight)
 	}
-}
-
-// share is the largest share hash may be getting.
-func (s State) share(hash string) int32 {
-	for _, sh := range s.Shares {
-		if sh.Hash == hash {
-			return sh.Weight
-		}
-	}
-	return 0
-}
-
-// pods is the latest PodsReady for hash.
-func (s State) pods(hash string) PodsReady {
-	for _, p := range s.Pods {
-		if p.Hash == hash {
-			return p
-		}
-	}
-	return PodsReady{Hash: hash}
-}
-
-// canaryServed reports whether the canary side of the traffic carries the
-// canary version: a canary in flight, or an aborted one whose traffic has
-// not moved back yet (it waits for stable pods). A removed rollout keeps
-// its traffic as it was.
-func (s State) canaryServed() bool {
-	if s.CanaryVersion == "" {
-		return false
-	}
-	return !s.Aborted || s.Wait != nil && s.Wait.Kind == WaitAbort
-}
-
-// trafficShares are the shares of traffic t gives each pod-template hash.
-func trafficShares(t api.Traffic) []Share {
-	if t.StableWorkload == t.CanaryWorkload {
-		return []Share{{Hash: t.StableWorkload, Weight: t.Weights.Stable + t.Weights.Canary}}
-	}
-	return []Share{{Hash: t.StableWorkload, Weight: t.Weights.Stable}, {Hash: t.CanaryWorkload, Weight: t.Weights.Canary}}
-}
-
-// sharePushed records traffic just pushed: until its ACK, clients may
-// route by the previous table or this one, so each hash keeps the larger
-// of the two shares.
-func (m *machine) sharePushed(t api.Traffic) {
-	for _, sh := range trafficShares(t) {
-		found := false
-		for i := range m.s.Shares {
-			if m.s.Shares[i].Hash == sh.Hash {
-				m.s.Shares[i].Weight = max(m.s.Shares[i].Weight, sh.Weight)
-				found = true
-			}
-		}
-		if !found && sh.Weight > 0 {
-			m.s.Shares = append(m.s.Shares, sh)
-		}
-	}
-}
-
-// shareAcked narrows the shares to the traffic in force once clients ACK
-// the latest generation; an ACK of an older one proves nothing about
-// what was pushed after it.
-func (m *machine) shareAcked(gen uint64) {
-	if !m.s.kubernetes() || gen < m.s.TrafficGen || m.s.TrafficGen == 0 || m.s.Wait != nil && m.s.Wait.Kind == WaitFirst {
-		return
-	}
-	var shares []Share
-	for _, sh := range trafficShares(m.s.Traffic()) {
-		if sh.Weight > 0 {
-			shares = append(shares, sh)
-		}
-	}
-	m.s.Shares = shares
 }
 
 // stableReplicas is the stable's size. It stays at the rollout's replicas
@@ -290,59 +212,4 @@ func withoutPods(ws []WorkloadStatus) []WorkloadStatus {
 		out = append(out, w)
 	}
 	return out
-}
-
-// forgetScaledDown forgets the reports of the sets that leave the desired
-// sets (they go to 0): if one comes back (a retry, a version pushed
-// again), its old Ready count must not let traffic through before the
-// actuator reports it anew.
-func (m *machine) forgetScaledDown(sets []WorkloadSet) {
-	for _, w := range m.s.Workloads {
-		if hasHash(sets, w.Hash) {
-			continue
-		}
-		var keep []PodsReady
-		for _, p := range m.s.Pods {
-			if p.Hash != w.Hash {
-				keep = append(keep, p)
-			}
-		}
-		m.s.Pods = keep
-	}
-}
-
-// prunePods forgets reports of hashes the rollout no longer runs once
-// they have no pods left.
-func (m *machine) prunePods() {
-	var keep []PodsReady
-	for _, p := range m.s.Pods {
-		known := false
-		for _, w := range m.s.Workloads {
-			known = known || w.Hash == p.Hash
-		}
-		if known || p.Replicas > 0 || p.Ready > 0 {
-			keep = append(keep, p)
-		}
-	}
-	m.s.Pods = keep
-}
-
-// podsReady records the latest report for a hash and lets a wait go on.
-func (m *machine) podsReady(e PodsReady) {
-	if !m.s.kubernetes() || e.Hash == "" {
-		return
-	}
-	found := false
-	for i := range m.s.Pods {
-		if m.s.Pods[i].Hash == e.Hash {
-			m.s.Pods[i] = e
-			found = true
-		}
-	}
-	if !found {
-		m.s.Pods = append(m.s.Pods, e)
-	}
-	if !m.s.Removed {
-		m.continueWait()
-	}
 }

@@ -202,8 +202,8 @@ type State struct {
 	// completes only on its ACK.
 	Settle *Settle `json:"settle,omitempty"`
 
-	// Kubernetes mode only (Spec.Workload set); see replicas.go, podwait.go
-	// and drain.go.
+	// Kubernetes mode only (Spec.Workload set); see replicas.go, share.go,
+	// pods.go, podwait.go and drain.go.
 
 	// Wait is the wait for Ready pods that holds traffic back.
 	Wait *PodWait `json:"wait,omitempty"`

@@ -35,3 +35,14 @@ func (s State) Traffic() api.Traffic {
 	}
 	return t
 }
+
+// canaryServed reports whether the canary side of the traffic carries the
+// canary version: a canary in flight, or an aborted one whose traffic has
+// not moved back yet (it waits for stable pods). A removed rollout keeps
+// its traffic as it was.
+func (s State) canaryServed() bool {
+	if s.CanaryVersion == "" {
+		return false
+	}
+	return !s.Aborted || s.Wait != nil && s.Wait.Kind == WaitAbort
+}

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -253,27 +254,60 @@ func TestTransitions(t *testing.T) {
 }
 
 // TestStepIsPure checks that Step leaves its input untouched and gives the
-// same answer twice.
+// same answer twice, in standalone and in Kubernetes mode.
 func TestStepIsPure(t *testing.T) {
+	t.Run("standalone", func(t *testing.T) {
+		testStepIsPure(t, pAnalysis, func(h *harness) []Event {
+			return []Event{
+				AnalysisResult{Run: h.state.StepRun, Phase: AnalysisFailed},
+				Command{Kind: CmdPromoteFull},
+				Change{Commit: "x", Rollout: h.specs["v3"]},
+				Restart{},
+			}
+		})
+	})
+	t.Run("kubernetes", func(t *testing.T) {
+		testStepIsPure(t, append(kdPause[:len(kdPause):len(kdPause)], "abort"), func(h *harness) []Event {
+			return []Event{
+				PodsReady{Hash: "h1", Replicas: 2, Ready: 2},
+				TimerFired{ID: h.state.Wait.Timer.ID},
+				TrafficAcked{Gen: h.state.TrafficGen},
+				Command{Kind: CmdRetry},
+				Change{Commit: "x", Rollout: h.specs["k3"]},
+				Restart{},
+			}
+		})
+	})
+	t.Run("kubernetes drain", func(t *testing.T) {
+		testStepIsPure(t, kAborting, func(h *harness) []Event {
+			return []Event{
+				TrafficAcked{Gen: h.state.TrafficGen},
+				Command{Kind: CmdRetry},
+				Change{Commit: "x", Rollout: h.specs["k3"]},
+				Restart{},
+			}
+		})
+	})
+}
+
+func testStepIsPure(t *testing.T, prelude []string, events func(*harness) []Event) {
 	h := newHarness()
-	for _, line := range pAnalysis {
+	for _, line := range prelude {
 		if _, err := h.run(line); err != nil {
 			t.Fatal(err)
 		}
 	}
 	in := h.state
-	snapshot := in.clone()
-	events := []Event{
-		AnalysisResult{Run: in.StepRun, Phase: AnalysisFailed},
-		Command{Kind: CmdPromoteFull},
-		Change{Commit: "x", Rollout: h.specs["v3"]},
-		Restart{},
+	// A snapshot that shares nothing with in, whatever clone copies.
+	snapshot, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, ev := range events {
+	for _, ev := range events(h) {
 		t.Run(fmt.Sprintf("%T", ev), func(t *testing.T) {
 			s1, a1 := Step(in, ev)
 			s2, a2 := Step(in, ev)
-			if !reflect.DeepEqual(in, snapshot) {
+			if now, _ := json.Marshal(in); string(now) != string(snapshot) {
 				t.Fatal("Step changed its input state")
 			}
 			if !reflect.DeepEqual(s1, s2) || !reflect.DeepEqual(a1, a2) {
