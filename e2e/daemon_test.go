@@ -117,12 +117,12 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// status reads one rollout's status; ok is false while the daemon does
-// not know it.
+// status reads one rollout's status (name is "namespace/name", or "name"
+// in namespace default); ok is false while the daemon does not know it.
 func (d *daemon) status(name string) (httpapi.RolloutStatus, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := d.api.Get(ctx, api.Key{Namespace: "default", Name: name})
+	st, err := d.api.Get(ctx, api.ParseKey(name))
 	if err != nil {
 		if !errors.Is(err, httpapi.ErrNotFound) {
 			d.t.Logf("get %s: %v", name, err)

@@ -74,7 +74,7 @@ func TestKubeCanary(t *testing.T) {
 	if z := zonesOf(t, c, pods); len(z) != 3 {
 		t.Errorf("v1's 4 pods over zones %v; want all three zones used", z)
 	}
-	d.waitStatus("kc", 60*time.Second, "stable v1", func(s httpapi.RolloutStatus) bool {
+	d.waitStatus(ns+"/kc", 60*time.Second, "stable v1", func(s httpapi.RolloutStatus) bool {
 		return s.Phase == rollout.PhaseHealthy && s.StableVersion == v1
 	})
 	lg := startLoad(t, probe.LoadOptions{XDSServer: d.xdsAddr, Host: spec.Host, Clients: 2, Rate: 150})
@@ -85,7 +85,7 @@ func TestKubeCanary(t *testing.T) {
 	spec.Version = v2
 	commit := repo.push("v2", map[string]string{"rollouts/kc.yaml": spec.yaml()})
 	rs2 := waitReplicaSet(t, c, ns, "kc", v2, 1, 60*time.Second)
-	st := d.waitStatus("kc", 60*time.Second, "canary at 25 %", func(s httpapi.RolloutStatus) bool {
+	st := d.waitStatus(ns+"/kc", 60*time.Second, "canary at 25 %", func(s httpapi.RolloutStatus) bool {
 		return s.Commit == commit && s.Phase == rollout.PhasePaused && s.Weights.Canary == 25
 	})
 	if st.CanaryVersion != v2 {
@@ -101,9 +101,9 @@ func TestKubeCanary(t *testing.T) {
 	}
 
 	lg.ResetWindow()
-	d.cli("promote", "kc")
+	d.cli("promote", ns+"/kc")
 	waitReplicaSet(t, c, ns, "kc", v2, 4, 60*time.Second)
-	d.waitStatus("kc", 60*time.Second, "promoted", func(s httpapi.RolloutStatus) bool {
+	d.waitStatus(ns+"/kc", 60*time.Second, "promoted", func(s httpapi.RolloutStatus) bool {
 		return s.Phase == rollout.PhaseHealthy && s.StableVersion == v2
 	})
 	promoted := time.Now()
