@@ -35,6 +35,12 @@ func statusCart() httpapi.RolloutStatus {
 		Commit: "abc1234def", StableVersion: "shop/cart:v7", CanaryVersion: "shop/cart:v8",
 		StepIndex: 1, StepCount: 4, Weights: api.Weights{Stable: 100}, Aborted: true,
 		Errors: []rollout.ErrorStatus{{File: "shop/cart.yaml", Line: 14, Field: "spec.strategy.canary.steps[2].setWeight", Message: "must be between 0 and 100"}},
+		ReplicaSets: []rollout.ReplicaSetStatus{
+			{Name: "cart-7c9d5b8f4", Hash: "7c9d5b8f4", Version: "shop/cart:v8", Role: "old", Desired: 2, Replicas: 2, Pending: 2,
+				Unschedulable: "0/6 nodes are available: 6 Insufficient cpu."},
+			{Name: "cart-5f6d8c7b9", Hash: "5f6d8c7b9", Version: "shop/cart:v7", Role: "stable", Desired: 4, Replicas: 4, Ready: 4,
+				Zones: map[string]int{"zone-b": 1, "zone-a": 2, "zone-c": 1}},
+		},
 	}
 }
 

@@ -19,6 +19,8 @@ import (
 type backend struct {
 	runner *runner.Runner
 	broker *httpapi.Broker
+	// kube adds the ReplicaSets to each status (nil in standalone mode).
+	kube *kubeParts
 }
 
 var (
@@ -26,9 +28,26 @@ var (
 	_ httpapi.History = (*backend)(nil)
 )
 
-func (b *backend) List() []rollout.Status { return b.runner.List() }
+func (b *backend) List() []rollout.Status {
+	list := b.runner.List()
+	for i := range list {
+		list[i] = b.withCluster(list[i])
+	}
+	return list
+}
 
-func (b *backend) Get(key api.Key) (rollout.Status, bool) { return b.runner.Status(key) }
+func (b *backend) Get(key api.Key) (rollout.Status, bool) {
+	st, ok := b.runner.Status(key)
+	return b.withCluster(st), ok
+}
+
+// withCluster adds what the cluster says about the rollout's pods.
+func (b *backend) withCluster(st rollout.Status) rollout.Status {
+	if b.kube != nil {
+		st.ReplicaSets = b.kube.replicaSets(api.Key{Namespace: st.Namespace, Name: st.Name})
+	}
+	return st
+}
 
 func (b *backend) Command(ctx context.Context, key api.Key, cmd rollout.Command) (rollout.Status, error) {
 	st, err := b.runner.Command(ctx, key, cmd.Kind)

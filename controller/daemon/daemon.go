@@ -182,7 +182,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 			return fmt.Errorf("api token: %w", err)
 		}
 	}
-	d.backend = &backend{runner: d.runner, broker: broker}
+	d.backend = &backend{runner: d.runner, broker: broker, kube: d.kube}
 	d.api, err = httpapi.New(httpapi.Options{Backend: d.backend, Ready: d.ready, Registry: reg, Token: token, Hook: d.watcher.Handler(), Limits: o.HTTPLimits, Logger: d.log})
 	if err != nil {
 		return fmt.Errorf("http api: %w", err)

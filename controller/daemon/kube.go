@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -93,4 +94,28 @@ func (k *kubeParts) runBinder(ctx context.Context) error {
 		return nil
 	}
 	return k.binder.Run(ctx)
+}
+
+// replicaSets is the rollout's ReplicaSets for its status, with the pods
+// the binder has not placed and why.
+func (k *kubeParts) replicaSets(key api.Key) []rollout.ReplicaSetStatus {
+	var out []rollout.ReplicaSetStatus
+	for _, rs := range k.workloads.Status(key) {
+		s := rollout.ReplicaSetStatus{
+			Name: rs.Name, Hash: rs.Hash, Version: rs.Version, Role: rs.Role,
+			Desired: rs.Desired, Replicas: rs.Replicas, Ready: rs.Ready, Zones: rs.Zones,
+		}
+		if k.binder != nil {
+			pending := k.binder.Pending(key.Namespace, labels.SelectorFromSet(labels.Set{workload.LabelRollout: key.Name, workload.LabelHash: rs.Hash}))
+			s.Pending = len(pending)
+			for _, p := range pending {
+				if p.Message != "" {
+					s.Unschedulable = p.Message
+					break
+				}
+			}
+		}
+		out = append(out, s)
+	}
+	return out
 }

@@ -21,6 +21,29 @@ type Status struct {
 	AnalysisRuns  []RunStatus       `json:"analysisRuns"`
 	Aborted       bool              `json:"aborted"`
 	Errors        []ErrorStatus     `json:"errors"`
+	// ReplicaSets are the rollout's ReplicaSets in the cluster, newest
+	// first (Kubernetes mode only). The state does not hold them: the
+	// daemon adds them from the cluster when it serves the status.
+	ReplicaSets []ReplicaSetStatus `json:"replicaSets,omitempty"`
+}
+
+// ReplicaSetStatus is one ReplicaSet of a rollout, as `kubectl argo
+// rollouts get` shows it: its version and role, desired and Ready pods,
+// the zones its Ready pods run in, and why pods wait to be placed.
+type ReplicaSetStatus struct {
+	Name     string `json:"name"`
+	Hash     string `json:"hash"`
+	Version  string `json:"version"`
+	Role     string `json:"role"`
+	Desired  int32  `json:"desired"`
+	Replicas int32  `json:"replicas"`
+	Ready    int32  `json:"ready"`
+	// Zones counts Ready pods per zone of their node.
+	Zones map[string]int `json:"zones,omitempty"`
+	// Pending counts its pods not placed on a node yet; Unschedulable is
+	// the scheduler's reason for the first of them, once it has one.
+	Pending       int    `json:"pending,omitempty"`
+	Unschedulable string `json:"unschedulable,omitempty"`
 }
 
 // RunStatus is one analysis run in Status.

@@ -3,10 +3,13 @@ package view
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/httpapi"
+	"github.com/sluice-dev/sluice/controller/rollout"
 )
 
 // Detail writes the readable view of one rollout: phase and message, step,
@@ -32,6 +35,9 @@ func Detail(w io.Writer, s httpapi.RolloutStatus, events []httpapi.Event) error 
 		return err
 	}
 
+	if err := replicaSets(w, s.ReplicaSets); err != nil {
+		return err
+	}
 	if len(s.HeaderRoutes) > 0 {
 		fmt.Fprintln(w, "\nHeader routes (to canary):")
 		for _, r := range s.HeaderRoutes {
@@ -134,4 +140,40 @@ func Repeats(prev, e httpapi.Event) bool {
 		return false
 	}
 	return e.Status == nil || StatusLine(*prev.Status) == StatusLine(*e.Status)
+}
+
+// replicaSets writes the rollout's ReplicaSets (Kubernetes mode) as
+// `kubectl argo rollouts get` lists them: version, role, desired/ready
+// and where the Ready pods run; a pod that waits for a node says why.
+func replicaSets(w io.Writer, sets []rollout.ReplicaSetStatus) error {
+	if len(sets) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\nReplicaSets:")
+	tw := newTable(w, 2)
+	fmt.Fprintln(tw, "  NAME\tROLE\tVERSION\tDESIRED\tREADY\tZONES")
+	for _, rs := range sets {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\t%s\n", rs.Name, orDash(rs.Role), orDash(rs.Version), rs.Desired, rs.Ready, zones(rs.Zones))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, rs := range sets {
+		if rs.Unschedulable != "" {
+			fmt.Fprintf(w, "  %s: %d pod(s) pending: %s\n", rs.Name, rs.Pending, rs.Unschedulable)
+		}
+	}
+	return nil
+}
+
+// zones is "zone-a=2 zone-b=1", sorted, or "-".
+func zones(z map[string]int) string {
+	if len(z) == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(z)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", name, z[name]))
+	}
+	return strings.Join(parts, " ")
 }
