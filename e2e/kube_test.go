@@ -1,13 +1,22 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/rollout"
@@ -126,4 +135,272 @@ func TestKubeCanary(t *testing.T) {
 	if failed > 0 || o.Class[probe.DefaultClass].Share(v2) == 0 {
 		t.Errorf("across the promotion: %d failed calls, split %v; want none failed", failed, o.Class[probe.DefaultClass])
 	}
+}
+
+// kubeStart pushes v1 of spec, starts sluice in Kubernetes mode (with
+// extra flags) and waits until v1 is Healthy on its pods.
+func kubeStart(t *testing.T, c *kubetest.Cluster, spec kubeRollout, files map[string]string, flags ...string) (*gitRepo, *daemon) {
+	t.Helper()
+	repo := newGitRepo(t)
+	files = maps.Clone(files)
+	if files == nil {
+		files = map[string]string{}
+	}
+	files["rollouts/"+spec.Name+".yaml"] = spec.yaml()
+	repo.push("v1", files)
+	d := startDaemon(t, repo, append([]string{"--kubernetes", "--kubeconfig", c.Kubeconfig}, flags...)...)
+	d.waitStatus(spec.Namespace+"/"+spec.Name, 60*time.Second, "stable v1", func(s httpapi.RolloutStatus) bool {
+		return s.Phase == rollout.PhaseHealthy && s.StableVersion == spec.Version
+	})
+	return repo, d
+}
+
+// TestKubeProgressDeadline: a canary whose pods are bound but never become
+// Ready (kwok holds pods labelled neverready) never gets traffic; past
+// progressDeadlineSeconds the rollout aborts with the reason, and the
+// canary goes to 0 after abortScaleDownDelaySeconds.
+func TestKubeProgressDeadline(t *testing.T) {
+	c := kubetest.Shared(t)
+	ns := c.Namespace(t)
+	startPodBackends(t, c, ns)
+	spec := kubeRollout{Name: "kd", Namespace: ns, Host: "kd.e2e", Version: v1, Replicas: 2,
+		Steps: "- setWeight: 50\n- pause: {}\n", Spec: "progressDeadlineSeconds: 4\nprogressDeadlineAbort: true\n",
+		Canary: "abortScaleDownDelaySeconds: 1\n"}
+	repo, d := kubeStart(t, c, spec, nil)
+	lg := startLoad(t, probe.LoadOptions{XDSServer: d.xdsAddr, Host: spec.Host, Clients: 2, Rate: 100})
+	observe(t, lg, 20)
+
+	spec.Version, spec.PodLabels = v2, `neverready: "true"`
+	commit := repo.push("v2 whose pods never get Ready", map[string]string{"rollouts/kd.yaml": spec.yaml()})
+	waiting := d.waitStatus(ns+"/kd", 30*time.Second, "wait for canary pods", func(s httpapi.RolloutStatus) bool {
+		return s.Commit == commit && strings.Contains(s.Message, "waiting for canary pods: 0/1 ready")
+	})
+	if waiting.Weights.Canary != 0 {
+		t.Fatalf("traffic moved before the canary pods were Ready: %+v", waiting.Weights)
+	}
+	st := d.waitStatus(ns+"/kd", 30*time.Second, "abort on the progress deadline", func(s httpapi.RolloutStatus) bool {
+		return s.Aborted && s.Phase == rollout.PhaseDegraded
+	})
+	if !strings.Contains(st.Message, "progress deadline") {
+		t.Errorf("abort message %q does not name the progress deadline", st.Message)
+	}
+	waitReplicaSet(t, c, ns, "kd", v2, 0, 30*time.Second)
+	if at, seen := lg.FirstSeen(v2); seen {
+		t.Errorf("a client reached v2 at %v; its pods were never Ready", at)
+	}
+}
+
+// TestKubeAnalysisAbort: a failed analysis sends traffic back to stable;
+// the canary keeps its pods until the clients ACKed that and
+// abortScaleDownDelaySeconds passed, then goes to 0.
+func TestKubeAnalysisAbort(t *testing.T) {
+	c := kubetest.Shared(t)
+	ns := c.Namespace(t)
+	startPodBackends(t, c, ns)
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, `{"successRate": 0.5}`)
+	}))
+	t.Cleanup(failing.Close)
+	spec := kubeRollout{Name: "ka", Namespace: ns, Host: "ka.e2e", Version: v1, Replicas: 2,
+		Steps: "- setWeight: 50\n- analysis:\n    templates: [{templateName: web-success}]\n- pause: {}\n",
+		Canary: "abortScaleDownDelaySeconds: 3\n"}
+	template := strings.Replace(webTemplate("web-success", failing.URL), "name: web-success", "name: web-success\n  namespace: "+ns, 1)
+	repo, d := kubeStart(t, c, spec, map[string]string{"analysis/web.yaml": template})
+	spec.Version = v2
+	repo.push("v2", map[string]string{"rollouts/ka.yaml": spec.yaml()})
+	d.waitStatus(ns+"/ka", 60*time.Second, "canary at 50 %", func(s httpapi.RolloutStatus) bool {
+		return s.CanaryVersion == v2 && s.Weights.Canary == 50
+	})
+	st := d.waitStatus(ns+"/ka", 60*time.Second, "abort settled", func(s httpapi.RolloutStatus) bool {
+		return s.Aborted && s.Phase == rollout.PhaseDegraded
+	})
+	settled := time.Now()
+	if st.Weights.Canary != 0 {
+		t.Fatalf("aborted with weights %+v", st.Weights)
+	}
+	if rs := replicaSetOf(t, c, ns, "ka", v2); rs == nil || *rs.Spec.Replicas == 0 {
+		t.Errorf("the canary was scaled to 0 by the time the abort was ACKed; want its pods kept for abortScaleDownDelaySeconds")
+	}
+	waitReplicaSet(t, c, ns, "ka", v2, 0, 30*time.Second)
+	if held := time.Since(settled); held < 2*time.Second {
+		t.Errorf("canary scaled down %v after the abort settled; want ≥ abortScaleDownDelaySeconds (3s)", held)
+	}
+	if got := replicaSetOf(t, c, ns, "ka", v1); *got.Spec.Replicas != 2 || got.Status.ReadyReplicas != 2 {
+		t.Errorf("stable after the abort: spec %d, ready %d; want 2 and 2", *got.Spec.Replicas, got.Status.ReadyReplicas)
+	}
+}
+
+// TestKubeUnschedulable: a canary no node can hold stays Pending with the
+// scheduler's reason (PodScheduled=False, a FailedScheduling event), and
+// the rollout pauses at the progress deadline with the reason in its
+// status; traffic never moves.
+func TestKubeUnschedulable(t *testing.T) {
+	c := kubetest.Shared(t)
+	ns := c.Namespace(t)
+	startPodBackends(t, c, ns)
+	spec := kubeRollout{Name: "ku", Namespace: ns, Host: "ku.e2e", Version: v1, Replicas: 2,
+		Steps: "- setWeight: 50\n- pause: {}\n", Spec: "progressDeadlineSeconds: 3\n"}
+	repo, d := kubeStart(t, c, spec, nil)
+	spec.Version = v2
+	doc := strings.Replace(spec.yaml(), "ports: [{containerPort: 8080}]", "ports: [{containerPort: 8080}]\n        resources: {requests: {cpu: \"100\"}}", 1)
+	repo.push("v2 too big for any node", map[string]string{"rollouts/ku.yaml": doc})
+	st := d.waitStatus(ns+"/ku", 60*time.Second, "paused at the progress deadline", func(s httpapi.RolloutStatus) bool {
+		return s.Phase == rollout.PhasePaused && strings.Contains(s.Message, "progress deadline")
+	})
+	if st.Weights.Canary != 0 || st.Aborted {
+		t.Fatalf("unschedulable canary: weights %+v, aborted %v", st.Weights, st.Aborted)
+	}
+	var canary *rollout.ReplicaSetStatus
+	for i, rs := range st.ReplicaSets {
+		if rs.Version == v2 {
+			canary = &st.ReplicaSets[i]
+		}
+	}
+	if canary == nil || canary.Pending != 1 || !strings.Contains(canary.Unschedulable, "Insufficient cpu") {
+		t.Fatalf("status ReplicaSets %+v: want the canary with 1 pending pod and the scheduler's reason", st.ReplicaSets)
+	}
+	pods := kubePods(t, c, ns, selector("ku", canary.Hash))
+	if len(pods) != 1 || pods[0].Spec.NodeName != "" {
+		t.Fatalf("canary pods %d, node %q; want 1 unbound", len(pods), pods[0].Spec.NodeName)
+	}
+	cond := ""
+	for _, pc := range pods[0].Status.Conditions {
+		if pc.Type == corev1.PodScheduled {
+			cond = string(pc.Status) + " " + pc.Reason + ": " + pc.Message
+		}
+	}
+	if !strings.HasPrefix(cond, "False Unschedulable: 0/6 nodes are available") {
+		t.Errorf("PodScheduled condition %q; want False Unschedulable with kube-scheduler's wording", cond)
+	}
+	events, err := c.Client.CoreV1().Events(ns).List(ctxFor(t, 10*time.Second), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pods[0].Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range events.Items {
+		found = found || (e.Reason == "FailedScheduling" && e.Type == corev1.EventTypeWarning)
+	}
+	if !found {
+		t.Errorf("no FailedScheduling event for %s: %+v", pods[0].Name, events.Items)
+	}
+	if out := d.cli("get", "rollout", ns+"/ku"); !strings.Contains(out, "pending: 0/6 nodes are available") {
+		t.Errorf("sluice get rollout does not say why the canary waits:\n%s", out)
+	}
+}
+
+// TestKubeScaling: setCanaryScale sizes the canary apart from its weight;
+// with dynamicStableScale stable shrinks as traffic leaves it.
+func TestKubeScaling(t *testing.T) {
+	c := kubetest.Shared(t)
+	ns := c.Namespace(t)
+	startPodBackends(t, c, ns)
+	spec := kubeRollout{Name: "ks", Namespace: ns, Host: "ks.e2e", Version: v1, Replicas: 4,
+		Steps:  "- setCanaryScale: {replicas: 3}\n- setWeight: 25\n- pause: {}\n- setCanaryScale: {matchTrafficWeight: true}\n- setWeight: 50\n- pause: {}\n",
+		Canary: "dynamicStableScale: true\n"}
+	repo, d := kubeStart(t, c, spec, nil)
+	spec.Version = v2
+	repo.push("v2", map[string]string{"rollouts/ks.yaml": spec.yaml()})
+	d.waitStatus(ns+"/ks", 60*time.Second, "first pause", func(s httpapi.RolloutStatus) bool {
+		return s.Phase == rollout.PhasePaused && s.Weights.Canary == 25
+	})
+	waitReplicaSet(t, c, ns, "ks", v2, 3, 30*time.Second) // setCanaryScale replicas: 3, not ceil(4 × 25 %) = 1
+	waitReplicaSet(t, c, ns, "ks", v1, 3, 30*time.Second) // dynamicStableScale: ceil(4 × 75 %)
+	d.cli("promote", ns+"/ks")
+	d.waitStatus(ns+"/ks", 60*time.Second, "second pause", func(s httpapi.RolloutStatus) bool {
+		return s.Phase == rollout.PhasePaused && s.Weights.Canary == 50
+	})
+	waitReplicaSet(t, c, ns, "ks", v2, 2, 30*time.Second) // matchTrafficWeight: ceil(4 × 50 %)
+	waitReplicaSet(t, c, ns, "ks", v1, 2, 30*time.Second)
+}
+
+// TestKubeKillAndDrain: sluice killed with SIGKILL mid-canary comes back to
+// the same ReplicaSets and step; a node drained meanwhile (cordoned, its
+// pods deleted) gets no pod back: the ReplicaSet controller's replacements
+// are placed by sluice elsewhere.
+func TestKubeKillAndDrain(t *testing.T) {
+	c := kubetest.Shared(t)
+	ns := c.Namespace(t)
+	startPodBackends(t, c, ns)
+	state := filepath.Join(t.TempDir(), "state")
+	spec := kubeRollout{Name: "kk", Namespace: ns, Host: "kk.e2e", Version: v1, Replicas: 3, Steps: "- setWeight: 34\n- pause: {}\n"}
+	repo, d := kubeStart(t, c, spec, nil, "--state-dir", state)
+	spec.Version = v2
+	repo.push("v2", map[string]string{"rollouts/kk.yaml": spec.yaml()})
+	before := d.waitStatus(ns+"/kk", 60*time.Second, "canary paused", func(s httpapi.RolloutStatus) bool {
+		return s.Phase == rollout.PhasePaused && s.Weights.Canary == 34
+	})
+	rsBefore := kubeReplicaSetNames(t, c, ns, "kk")
+	podsBefore := podNames(kubePods(t, c, ns, selector("kk", "")))
+
+	if err := d.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-d.exited
+	d = startDaemon(t, repo, "--kubernetes", "--kubeconfig", c.Kubeconfig, "--state-dir", state)
+	after := d.waitStatus(ns+"/kk", 60*time.Second, "canary paused after the restart", func(s httpapi.RolloutStatus) bool {
+		return s.Phase == rollout.PhasePaused
+	})
+	if after.StepIndex != before.StepIndex || after.Weights != before.Weights || after.CanaryVersion != v2 {
+		t.Errorf("after SIGKILL and restart: step %d weights %+v canary %s; before: step %d weights %+v", after.StepIndex, after.Weights, after.CanaryVersion, before.StepIndex, before.Weights)
+	}
+	if got := kubeReplicaSetNames(t, c, ns, "kk"); !slices.Equal(got, rsBefore) {
+		t.Errorf("ReplicaSets after the restart %v, before %v; want the same, no duplicates", got, rsBefore)
+	}
+	if got := podNames(kubePods(t, c, ns, selector("kk", ""))); !slices.Equal(got, podsBefore) {
+		t.Errorf("pods after the restart %v, before %v; want the same pods", got, podsBefore)
+	}
+
+	// Drain the node of one stable pod.
+	stable := replicaSetOf(t, c, ns, "kk", v1)
+	victim := kubePods(t, c, ns, selector("kk", stable.Labels["rollouts-pod-template-hash"]))[0]
+	node := victim.Spec.NodeName
+	if _, err := c.Client.CoreV1().Nodes().Patch(ctxFor(t, 10*time.Second), node, types.StrategicMergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = c.Client.CoreV1().Nodes().Patch(context.Background(), node, types.StrategicMergePatchType, []byte(`{"spec":{"unschedulable":false}}`), metav1.PatchOptions{})
+	})
+	for _, p := range kubePods(t, c, ns, selector("kk", "")) {
+		if p.Spec.NodeName == node {
+			if err := c.Client.CoreV1().Pods(ns).Delete(ctxFor(t, 10*time.Second), p.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitKube(t, 60*time.Second, "replacement pods placed off the drained node "+node, func() (bool, string) {
+		pods := kubePods(t, c, ns, selector("kk", ""))
+		ready := 0
+		for _, p := range pods {
+			if p.Spec.NodeName == node {
+				return false, p.Name + " still on " + node
+			}
+			if p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				ready++
+			}
+		}
+		return ready == len(podsBefore), fmt.Sprintf("%d of %d pods running off %s", ready, len(podsBefore), node)
+	})
+}
+
+func kubeReplicaSetNames(t *testing.T, c *kubetest.Cluster, ns, name string) []string {
+	t.Helper()
+	list, err := c.Client.AppsV1().ReplicaSets(ns).List(ctxFor(t, 10*time.Second), metav1.ListOptions{LabelSelector: selector(name, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, rs := range list.Items {
+		names = append(names, rs.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func podNames(pods []corev1.Pod) []string {
+	var names []string
+	for _, p := range pods {
+		names = append(names, p.Name)
+	}
+	slices.Sort(names)
+	return names
 }

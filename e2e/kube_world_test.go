@@ -29,6 +29,7 @@ type kubeRollout struct {
 	Name, Namespace, Host, Version string
 	Replicas                       int
 	Steps                          string // YAML list of steps, unindented
+	PodLabels                      string // extra pod labels, e.g. `neverready: "true"`
 	Canary                         string // extra canary strategy fields, unindented
 	Spec                           string // extra spec fields, unindented
 	PodSpec                        string // extra pod spec fields, unindented
@@ -46,7 +47,7 @@ spec:
     matchLabels: {app: %[1]s}
   template:
     metadata:
-      labels: {app: %[1]s}
+      labels: {app: %[1]s%[11]s}
     spec:
 %[5]s      containers:
       - name: app
@@ -60,7 +61,14 @@ spec:
           sluice.io/xds:
             host: %[10]s
 `, r.Name, r.Namespace, r.Replicas, indentOpt(r.Spec, 2), indentOpt(r.PodSpec, 6), r.Version, kubePort,
-		indentOpt(r.Canary, 6), indent(r.Steps, 6), r.Host)
+		indentOpt(r.Canary, 6), indent(r.Steps, 6), r.Host, prefixOpt(", ", r.PodLabels))
+}
+
+func prefixOpt(prefix, s string) string {
+	if s == "" {
+		return ""
+	}
+	return prefix + s
 }
 
 func indentOpt(s string, n int) string {
