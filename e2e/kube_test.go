@@ -202,7 +202,7 @@ func TestKubeAnalysisAbort(t *testing.T) {
 	}))
 	t.Cleanup(failing.Close)
 	spec := kubeRollout{Name: "ka", Namespace: ns, Host: "ka.e2e", Version: v1, Replicas: 2,
-		Steps: "- setWeight: 50\n- analysis:\n    templates: [{templateName: web-success}]\n- pause: {}\n",
+		Steps:  "- setWeight: 50\n- analysis:\n    templates: [{templateName: web-success}]\n- pause: {}\n",
 		Canary: "abortScaleDownDelaySeconds: 3\n"}
 	template := strings.Replace(webTemplate("web-success", failing.URL), "name: web-success", "name: web-success\n  namespace: "+ns, 1)
 	repo, d := kubeStart(t, c, spec, map[string]string{"analysis/web.yaml": template})
