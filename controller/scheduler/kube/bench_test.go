@@ -69,6 +69,7 @@ func BenchmarkBindRate(b *testing.B) {
 	if err := addNodes(ctx, client, nodes); err != nil {
 		b.Fatal(err)
 	}
+	removeNotReadyTaints(b, client)
 	b.Logf("%d nodes ready in %v", nodes, time.Since(start).Round(time.Millisecond))
 
 	for i := 0; i < b.N; i++ {
