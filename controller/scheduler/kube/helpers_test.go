@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/kubetest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -47,6 +49,7 @@ func startBinder(t *testing.T, c *kubetest.Cluster, opts Options) *Binder {
 // runBinder runs b until the test ends, waiting until it synced.
 func runBinder(t *testing.T, client kubernetes.Interface, b *Binder) *Binder {
 	t.Helper()
+	removeNotReadyTaints(t, client)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
@@ -171,14 +174,58 @@ func newNode(ctx context.Context, client kubernetes.Interface, name, zone, cpu s
 		corev1.ResourceMemory: resource.MustParse("32Gi"),
 		corev1.ResourcePods:   resource.MustParse("110"),
 	}
-	_, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{
+	created, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbl, Annotations: map[string]string{"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"}},
 		Status:     corev1.NodeStatus{Allocatable: res, Capacity: res},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("create node %s: %w", name, err)
 	}
-	return nil
+	return removeNotReadyTaint(ctx, client, created)
+}
+
+// notReadyTaint is the taint the apiserver's TaintNodesByCondition
+// admission puts on every new node. The node lifecycle controller would
+// take it off once kwok reports the node Ready, but the test control plane
+// does not run that controller, so without this every node stays
+// untolerated (for kube-scheduler too).
+const notReadyTaint = "node.kubernetes.io/not-ready"
+
+// removeNotReadyTaint takes notReadyTaint off node n.
+func removeNotReadyTaint(ctx context.Context, client kubernetes.Interface, n *corev1.Node) error {
+	for {
+		kept := slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool { return t.Key == notReadyTaint })
+		if len(kept) == len(n.Spec.Taints) {
+			return nil
+		}
+		n = n.DeepCopy()
+		n.Spec.Taints = kept
+		_, err := client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		if !apierrors.IsConflict(err) {
+			if err != nil {
+				return fmt.Errorf("untaint node %s: %w", n.Name, err)
+			}
+			return nil
+		}
+		if n, err = client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("untaint node: %w", err)
+		}
+	}
+}
+
+// removeNotReadyTaints takes notReadyTaint off every node.
+func removeNotReadyTaints(t testing.TB, client kubernetes.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range nodes.Items {
+		if err := removeNotReadyTaint(ctx, client, &nodes.Items[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // nodesOf lists the node of each pod, for failure messages.
