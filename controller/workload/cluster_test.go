@@ -505,3 +505,44 @@ func TestTerminatingEndpointLeaves(t *testing.T) {
 		})
 	}
 }
+
+// TestReadyCountsOnlyServedPods: a pod Ready in the ReplicaSet's status but
+// not yet in its Service's EndpointSlices gets no traffic, so it does not
+// count as Ready: the weight waits for the endpoints.
+func TestReadyCountsOnlyServedPods(t *testing.T) {
+	e := newEnv(t)
+	key := e.key("co")
+	ctx := context.Background()
+	// "tier: web" matches no pod: the slices stay empty until it goes.
+	_, err := e.c.Client.CoreV1().Services(e.ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "co-canary"},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": "co", "tier": "web"},
+			Ports:    []corev1.ServicePort{{Port: 8080}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := testRollout(e.ns, "co", "shop/co:v2", 2, 8080, &api.Workload{RevisionHistoryLimit: 10, CanaryService: "co-canary"})
+	e.scale(key, set(rollout.RoleCanary, "h2", 2, spec))
+	want := e.podAddrs(e.bindPods("h2", 2, 0), "8080")
+	waitFor(t, 30*time.Second, "ReplicaSet 2/2 Ready", func() (bool, string) {
+		st := e.m.Status(key)
+		return len(st) == 1 && st[0].Ready == 2, fmt.Sprintf("%+v", st)
+	})
+	if got := e.m.Readiness(key); !slices.Equal(got, []rollout.PodsReady{{Hash: "h2", Replicas: 2, Ready: 0}}) {
+		t.Errorf("Readiness with no endpoints = %+v, want Ready 0", got)
+	}
+	if got := e.rec.lastReady("h2"); got.Ready != 0 {
+		t.Errorf("OnReady said %+v before any endpoint", got)
+	}
+
+	_, err = e.c.Client.CoreV1().Services(e.ns).Patch(ctx, "co-canary", types.MergePatchType,
+		[]byte(`{"spec":{"selector":{"tier":null}}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitEndpoints(key, "h2", want)
+	e.waitReady("h2", rollout.PodsReady{Hash: "h2", Replicas: 2, Ready: 2})
+}
