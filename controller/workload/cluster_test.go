@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -545,4 +546,41 @@ func TestReadyCountsOnlyServedPods(t *testing.T) {
 	}
 	e.waitEndpoints(key, "h2", want)
 	e.waitReady("h2", rollout.PodsReady{Hash: "h2", Replicas: 2, Ready: 2})
+}
+
+func TestScaleErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		workload *api.Workload
+		port     int32
+		wantErr  string
+		// metric is the object label whose apply error count goes to 1 ("" = none)
+		metric string
+		// applied: the ReplicaSet is applied before the error
+		applied bool
+	}{
+		{"canary service missing", &api.Workload{RevisionHistoryLimit: 10, CanaryService: "nope"}, 8080,
+			`service ` + "%s" + `/nope: services "nope" not found`, objectService, true},
+		{"no port and no service", nil, 0, "the first container declares no port", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			key := e.key("co")
+			spec := testRollout(e.ns, "co", "shop/co:v2", 1, tt.port, tt.workload)
+			err := e.m.Scale(context.Background(), rollout.ScaleWorkloads{Rollout: key, Sets: []rollout.WorkloadSet{set(rollout.RoleCanary, "h2", 1, spec)}})
+			want := strings.ReplaceAll(tt.wantErr, "%s", e.ns)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("Scale error = %v, want %q", err, want)
+			}
+			if tt.metric != "" {
+				if got := testutil.ToFloat64(e.m.metrics.applyErrors.WithLabelValues(tt.metric)); got != 1 {
+					t.Errorf("sluice_workload_apply_errors_total{object=%q} = %v, want 1", tt.metric, got)
+				}
+			}
+			if n := len(e.listRS(LabelRollout + "=co")); (n == 1) != tt.applied {
+				t.Errorf("%d ReplicaSets after the error, want applied=%v", n, tt.applied)
+			}
+		})
+	}
 }
