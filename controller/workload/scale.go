@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -14,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/rollout"
@@ -131,9 +131,15 @@ func (m *Manager) labelAdoptedPods(ctx context.Context, key api.Key, rs *appsv1.
 	if err != nil {
 		return fmt.Errorf("list pods of %s: %w", rs.Name, err)
 	}
+	// A merge patch, not an apply: applying to a pod deleted meanwhile
+	// would try to create it.
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": ourLabels(key.Name, rs.Labels[LabelHash])}})
+	if err != nil {
+		return fmt.Errorf("encode pod labels: %w", err)
+	}
 	for _, p := range pods.Items {
-		ac := corev1ac.Pod(p.Name, p.Namespace).WithLabels(ourLabels(key.Name, rs.Labels[LabelHash]))
-		if _, err := m.client.CoreV1().Pods(p.Namespace).Apply(ctx, ac, applyOptions); err != nil && !apierrors.IsNotFound(err) {
+		_, err := m.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+		if err != nil && !apierrors.IsNotFound(err) {
 			m.metrics.applyErrors.WithLabelValues(objectPod).Inc()
 			return fmt.Errorf("label adopted pod %s: %w", p.Name, err)
 		}
