@@ -434,6 +434,14 @@ func TestEndpointsFromService(t *testing.T) {
 	e.waitEndpoints(key, "h1", stable)
 	e.waitReady("h2", rollout.PodsReady{Hash: "h2", Replicas: 2, Ready: 2})
 
+	tr := e.m.ResolveTraffic(api.Traffic{Rollout: key, StableWorkload: "h1", CanaryWorkload: "h2"})
+	wantZones := maps.Clone(canary)
+	maps.Copy(wantZones, stable)
+	if !slices.Equal(tr.StableEndpoints, slices.Sorted(maps.Keys(stable))) ||
+		!slices.Equal(tr.CanaryEndpoints, slices.Sorted(maps.Keys(canary))) || !maps.Equal(tr.EndpointZones, wantZones) {
+		t.Errorf("ResolveTraffic = stable %v, canary %v, zones %v\nwant %v, %v", tr.StableEndpoints, tr.CanaryEndpoints, tr.EndpointZones, stable, canary)
+	}
+
 	// Promotion: the canary's service follows the new stable.
 	e.scale(key, set(rollout.RoleStable, "h2", 2, v2), set(rollout.RoleOld, "h1", 1, v1))
 	svc, err = e.c.Client.CoreV1().Services(e.ns).Get(ctx, "co-canary", metav1.GetOptions{})
@@ -583,4 +591,32 @@ func TestScaleErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestZoneChangeRepublishes: an endpoint's zone is its node's, so a node
+// relabelled to another zone changes the rollout's endpoints.
+func TestZoneChangeRepublishes(t *testing.T) {
+	e := newEnv(t)
+	key := e.key("co")
+	ctx := context.Background()
+	e.scale(key, set(rollout.RoleStable, "h1", 1, testRollout(e.ns, "co", "shop/co:v1", 1, 8080, nil)))
+	want := e.podAddrs(e.bindPods("h1", 1, 5), "8080") // node-5, zone-c
+	e.waitEndpoints(key, "h1", want)
+
+	relabel := func(zone string) {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, ZoneLabel, zone)
+		if _, err := e.c.Client.CoreV1().Nodes().Patch(ctx, "node-5", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { relabel(zoneOfNode("node-5")) })
+	calls := e.rec.endpointCalls()
+	relabel("zone-x")
+	for a := range want {
+		want[a] = "zone-x"
+	}
+	e.waitEndpoints(key, "h1", want)
+	waitFor(t, 10*time.Second, "OnEndpoints after the zone change", func() (bool, string) {
+		return e.rec.endpointCalls() > calls, fmt.Sprintf("%d calls", e.rec.endpointCalls())
+	})
 }
