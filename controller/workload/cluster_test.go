@@ -57,14 +57,14 @@ func (r *recorder) endpointCalls() int {
 
 // env is one test's namespace and a started Manager watching only it.
 type env struct {
-	t   *testing.T
+	t   testing.TB
 	c   *kubetest.Cluster
 	ns  string
 	m   *Manager
 	rec *recorder
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	c := kubetest.Shared(t)
 	e := &env{t: t, c: c, ns: c.Namespace(t), rec: &recorder{ready: map[string]rollout.PodsReady{}}}
@@ -131,7 +131,7 @@ func (e *env) listRS(selector string) []appsv1.ReplicaSet {
 
 // waitFor polls cond until it holds or the deadline passes; cond explains
 // the state it saw, for the failure message.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -142,7 +142,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not after %v; last: %s", what, timeout, state)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
