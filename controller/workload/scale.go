@@ -51,6 +51,18 @@ func (m *Manager) Scale(ctx context.Context, a rollout.ScaleWorkloads) error {
 			return fmt.Errorf("scale %s: %w", key, err)
 		}
 	}
+	err = errors.Join(m.retireUnwanted(ctx, plan, have), m.pinServices(ctx, key, wantedPins(a.Sets)))
+	if err != nil {
+		return fmt.Errorf("scale %s: %w", key, err)
+	}
+	m.log.Debug("workload scaled", "rollout", key.String(), "gen", a.Gen,
+		"applied", len(plan.Apply), "retired", len(plan.Retire), "deleted", len(plan.Delete))
+	return nil
+}
+
+// retireUnwanted scales the plan's unwanted ReplicaSets to 0 and deletes
+// those past the history, trying every one whatever fails.
+func (m *Manager) retireUnwanted(ctx context.Context, plan scalePlan, have []*appsv1.ReplicaSet) error {
 	byName := map[string]*appsv1.ReplicaSet{}
 	for _, rs := range have {
 		byName[rs.Name] = rs
@@ -62,13 +74,7 @@ func (m *Manager) Scale(ctx context.Context, a rollout.ScaleWorkloads) error {
 	for _, name := range plan.Delete {
 		errs = append(errs, m.deleteReplicaSet(ctx, byName[name]))
 	}
-	errs = append(errs, m.pinServices(ctx, key, wantedPins(a.Sets)))
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("scale %s: %w", key, err)
-	}
-	m.log.Debug("workload scaled", "rollout", key.String(), "gen", a.Gen,
-		"applied", len(plan.Apply), "retired", len(plan.Retire), "deleted", len(plan.Delete))
-	return nil
+	return errors.Join(errs...)
 }
 
 // listCandidates lists, from the API, the rollout's ReplicaSets and any
@@ -180,6 +186,7 @@ func (m *Manager) deleteReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet) e
 		m.metrics.applyErrors.WithLabelValues(objectReplicaSet).Inc()
 		return fmt.Errorf("delete replicaset %s: %w", rs.Name, err)
 	}
+	m.log.Info("replicaset deleted past the revision history", "namespace", rs.Namespace, "replicaset", rs.Name)
 	return nil
 }
 
