@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/rollout"
@@ -619,4 +621,31 @@ func TestZoneChangeRepublishes(t *testing.T) {
 	waitFor(t, 10*time.Second, "OnEndpoints after the zone change", func() (bool, string) {
 		return e.rec.endpointCalls() > calls, fmt.Sprintf("%d calls", e.rec.endpointCalls())
 	})
+}
+
+// TestStartFailsWithoutAccess: informers that cannot list (here a rejected
+// token; in a cluster, missing RBAC) fail Start after SyncTimeout instead
+// of hanging the daemon.
+func TestStartFailsWithoutAccess(t *testing.T) {
+	c := kubetest.Shared(t)
+	cfg := rest.CopyConfig(c.Config)
+	cfg.BearerToken = "not-a-token"
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Options{Client: client, SyncTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	t0 := time.Now()
+	err = m.Start(ctx)
+	if err == nil || !strings.Contains(err.Error(), "did not sync") {
+		t.Fatalf("Start = %v, want a sync error", err)
+	}
+	if d := time.Since(t0); d > 10*time.Second {
+		t.Errorf("Start took %v with SyncTimeout 1s", d)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
@@ -35,6 +36,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Registry receives the package's metrics (nil = not registered).
 	Registry *prometheus.Registry
+	// SyncTimeout bounds Start's wait for the informers' first list
+	// (default DefaultSyncTimeout): a missing RBAC permission shows as a
+	// failed start instead of a hang.
+	SyncTimeout time.Duration
 	// OnReady is called whenever the replicas or Ready count of one of a
 	// rollout's versions changes, and once per version after the caches
 	// sync. Ready counts only pods that are also in Endpoints, so traffic
@@ -46,11 +51,15 @@ type Options struct {
 	OnEndpoints func(key api.Key)
 }
 
+// DefaultSyncTimeout is Options.SyncTimeout's default.
+const DefaultSyncTimeout = 2 * time.Minute
+
 // Manager is the workload actuator. Its methods are safe for concurrent
 // use; the read methods answer from the informers' caches.
 type Manager struct {
 	client       kubernetes.Interface
 	schedulePods bool
+	syncTimeout  time.Duration
 	log          *slog.Logger
 	metrics      *metrics
 	onReady      func(api.Key, rollout.PodsReady)
@@ -90,6 +99,9 @@ func New(opts Options) (*Manager, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.SyncTimeout <= 0 {
+		opts.SyncTimeout = DefaultSyncTimeout
+	}
 	met, err := newMetrics(opts.Registry)
 	if err != nil {
 		return nil, err
@@ -97,6 +109,7 @@ func New(opts Options) (*Manager, error) {
 	m := &Manager{
 		client:       opts.Client,
 		schedulePods: opts.SchedulePods,
+		syncTimeout:  opts.SyncTimeout,
 		log:          opts.Logger,
 		metrics:      met,
 		onReady:      opts.OnReady,
@@ -173,24 +186,34 @@ func (m *Manager) buildInformers(namespace string) error {
 	return nil
 }
 
-// Start runs the informers, waits for their caches, and runs the worker
-// until ctx ends. Call it once.
+// Start runs the informers and the worker until ctx ends, and returns once
+// the caches are filled (or could not be within Options.SyncTimeout).
+// Call it once.
 func (m *Manager) Start(ctx context.Context) error {
+	// The informers run on their own context so that a failed start can
+	// stop them (Shutdown waits for them to end).
+	runCtx, stopInformers := context.WithCancel(ctx)
 	for _, f := range m.factories {
-		f.Start(ctx.Done())
+		f.Start(runCtx.Done())
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), m.synced...) {
+	syncCtx, cancel := context.WithTimeout(ctx, m.syncTimeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(syncCtx.Done(), m.synced...) {
+		stopInformers()
 		m.stop()
-		return fmt.Errorf("workload: informer caches did not sync: %w", context.Cause(ctx))
+		return fmt.Errorf("workload: informer caches (replicasets, pods, endpointslices, nodes) did not sync; missing RBAC permissions?: %w", context.Cause(syncCtx))
 	}
 	go func() {
-		<-ctx.Done()
+		<-runCtx.Done()
+		stopInformers()
 		m.stop()
 	}()
 	go m.work()
 	return nil
 }
 
+// stop ends the worker and waits for the informers, whose context must
+// be done.
 func (m *Manager) stop() {
 	m.queue.ShutDown()
 	for _, f := range m.factories {
