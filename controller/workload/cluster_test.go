@@ -12,12 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/rollout"
@@ -56,14 +59,14 @@ func (r *recorder) endpointCalls() int {
 
 // env is one test's namespace and a started Manager watching only it.
 type env struct {
-	t   *testing.T
+	t   testing.TB
 	c   *kubetest.Cluster
 	ns  string
 	m   *Manager
 	rec *recorder
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	c := kubetest.Shared(t)
 	e := &env{t: t, c: c, ns: c.Namespace(t), rec: &recorder{ready: map[string]rollout.PodsReady{}}}
@@ -130,7 +133,7 @@ func (e *env) listRS(selector string) []appsv1.ReplicaSet {
 
 // waitFor polls cond until it holds or the deadline passes; cond explains
 // the state it saw, for the failure message.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -141,7 +144,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not after %v; last: %s", what, timeout, state)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -433,6 +436,14 @@ func TestEndpointsFromService(t *testing.T) {
 	e.waitEndpoints(key, "h1", stable)
 	e.waitReady("h2", rollout.PodsReady{Hash: "h2", Replicas: 2, Ready: 2})
 
+	tr := e.m.ResolveTraffic(api.Traffic{Rollout: key, StableWorkload: "h1", CanaryWorkload: "h2"})
+	wantZones := maps.Clone(canary)
+	maps.Copy(wantZones, stable)
+	if !slices.Equal(tr.StableEndpoints, slices.Sorted(maps.Keys(stable))) ||
+		!slices.Equal(tr.CanaryEndpoints, slices.Sorted(maps.Keys(canary))) || !maps.Equal(tr.EndpointZones, wantZones) {
+		t.Errorf("ResolveTraffic = stable %v, canary %v, zones %v\nwant %v, %v", tr.StableEndpoints, tr.CanaryEndpoints, tr.EndpointZones, stable, canary)
+	}
+
 	// Promotion: the canary's service follows the new stable.
 	e.scale(key, set(rollout.RoleStable, "h2", 2, v2), set(rollout.RoleOld, "h1", 1, v1))
 	svc, err = e.c.Client.CoreV1().Services(e.ns).Get(ctx, "co-canary", metav1.GetOptions{})
@@ -503,5 +514,138 @@ func TestTerminatingEndpointLeaves(t *testing.T) {
 			// Its replacement stays unbound, so Ready stays below 3.
 			e.waitReady("h2", rollout.PodsReady{Hash: "h2", Replicas: 3, Ready: 2})
 		})
+	}
+}
+
+// TestReadyCountsOnlyServedPods: a pod Ready in the ReplicaSet's status but
+// not yet in its Service's EndpointSlices gets no traffic, so it does not
+// count as Ready: the weight waits for the endpoints.
+func TestReadyCountsOnlyServedPods(t *testing.T) {
+	e := newEnv(t)
+	key := e.key("co")
+	ctx := context.Background()
+	// "tier: web" matches no pod: the slices stay empty until it goes.
+	_, err := e.c.Client.CoreV1().Services(e.ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "co-canary"},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": "co", "tier": "web"},
+			Ports:    []corev1.ServicePort{{Port: 8080}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := testRollout(e.ns, "co", "shop/co:v2", 2, 8080, &api.Workload{RevisionHistoryLimit: 10, CanaryService: "co-canary"})
+	e.scale(key, set(rollout.RoleCanary, "h2", 2, spec))
+	want := e.podAddrs(e.bindPods("h2", 2, 0), "8080")
+	waitFor(t, 30*time.Second, "ReplicaSet 2/2 Ready", func() (bool, string) {
+		st := e.m.Status(key)
+		return len(st) == 1 && st[0].Ready == 2, fmt.Sprintf("%+v", st)
+	})
+	if got := e.m.Readiness(key); !slices.Equal(got, []rollout.PodsReady{{Hash: "h2", Replicas: 2, Ready: 0}}) {
+		t.Errorf("Readiness with no endpoints = %+v, want Ready 0", got)
+	}
+	if got := e.rec.lastReady("h2"); got.Ready != 0 {
+		t.Errorf("OnReady said %+v before any endpoint", got)
+	}
+
+	_, err = e.c.Client.CoreV1().Services(e.ns).Patch(ctx, "co-canary", types.MergePatchType,
+		[]byte(`{"spec":{"selector":{"tier":null}}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitEndpoints(key, "h2", want)
+	e.waitReady("h2", rollout.PodsReady{Hash: "h2", Replicas: 2, Ready: 2})
+}
+
+func TestScaleErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		workload *api.Workload
+		port     int32
+		wantErr  string
+		// metric is the object label whose apply error count goes to 1 ("" = none)
+		metric string
+		// applied: the ReplicaSet is applied before the error
+		applied bool
+	}{
+		{"canary service missing", &api.Workload{RevisionHistoryLimit: 10, CanaryService: "nope"}, 8080,
+			`service ` + "%s" + `/nope: services "nope" not found`, objectService, true},
+		{"no port and no service", nil, 0, "the first container declares no port", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			key := e.key("co")
+			spec := testRollout(e.ns, "co", "shop/co:v2", 1, tt.port, tt.workload)
+			err := e.m.Scale(context.Background(), rollout.ScaleWorkloads{Rollout: key, Sets: []rollout.WorkloadSet{set(rollout.RoleCanary, "h2", 1, spec)}})
+			want := strings.ReplaceAll(tt.wantErr, "%s", e.ns)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("Scale error = %v, want %q", err, want)
+			}
+			if tt.metric != "" {
+				if got := testutil.ToFloat64(e.m.metrics.applyErrors.WithLabelValues(tt.metric)); got != 1 {
+					t.Errorf("sluice_workload_apply_errors_total{object=%q} = %v, want 1", tt.metric, got)
+				}
+			}
+			if n := len(e.listRS(LabelRollout + "=co")); (n == 1) != tt.applied {
+				t.Errorf("%d ReplicaSets after the error, want applied=%v", n, tt.applied)
+			}
+		})
+	}
+}
+
+// TestZoneChangeRepublishes: an endpoint's zone is its node's, so a node
+// relabelled to another zone changes the rollout's endpoints.
+func TestZoneChangeRepublishes(t *testing.T) {
+	e := newEnv(t)
+	key := e.key("co")
+	ctx := context.Background()
+	e.scale(key, set(rollout.RoleStable, "h1", 1, testRollout(e.ns, "co", "shop/co:v1", 1, 8080, nil)))
+	want := e.podAddrs(e.bindPods("h1", 1, 5), "8080") // node-5, zone-c
+	e.waitEndpoints(key, "h1", want)
+
+	relabel := func(zone string) {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, ZoneLabel, zone)
+		if _, err := e.c.Client.CoreV1().Nodes().Patch(ctx, "node-5", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { relabel(zoneOfNode("node-5")) })
+	calls := e.rec.endpointCalls()
+	relabel("zone-x")
+	for a := range want {
+		want[a] = "zone-x"
+	}
+	e.waitEndpoints(key, "h1", want)
+	waitFor(t, 10*time.Second, "OnEndpoints after the zone change", func() (bool, string) {
+		return e.rec.endpointCalls() > calls, fmt.Sprintf("%d calls", e.rec.endpointCalls())
+	})
+}
+
+// TestStartFailsWithoutAccess: informers that cannot list (here a rejected
+// token; in a cluster, missing RBAC) fail Start after SyncTimeout instead
+// of hanging the daemon.
+func TestStartFailsWithoutAccess(t *testing.T) {
+	c := kubetest.Shared(t)
+	cfg := rest.CopyConfig(c.Config)
+	cfg.BearerToken = "not-a-token"
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Options{Client: client, SyncTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	t0 := time.Now()
+	err = m.Start(ctx)
+	if err == nil || !strings.Contains(err.Error(), "did not sync") {
+		t.Fatalf("Start = %v, want a sync error", err)
+	}
+	if d := time.Since(t0); d > 10*time.Second {
+		t.Errorf("Start took %v with SyncTimeout 1s", d)
 	}
 }

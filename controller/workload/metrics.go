@@ -21,7 +21,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	m := &metrics{
 		applyErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_workload_apply_errors_total",
-			Help: "Failed writes to the cluster by the workload actuator, by object: replicaset (apply, scale to 0, delete), pod (labels of an adopted ReplicaSet's pods) or service (selector pin).",
+			Help: "Failed writes to the cluster by the workload actuator (or the reads they need), by object: replicaset (apply, scale to 0, delete), pod (labels of an adopted ReplicaSet's pods) or service (selector pin).",
 		}, []string{"object"}),
 	}
 	for _, o := range []string{objectReplicaSet, objectPod, objectService} {

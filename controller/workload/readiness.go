@@ -25,7 +25,8 @@ type rolloutReport struct {
 func (m *Manager) Readiness(key api.Key) []rollout.PodsReady {
 	var out []rollout.PodsReady
 	for _, rs := range m.replicaSetsOf(key) {
-		out = append(out, m.readinessOf(key, rs))
+		addrs, _ := m.Endpoints(key, rs.Labels[LabelHash])
+		out = append(out, readinessOf(rs, len(addrs)))
 	}
 	slices.SortFunc(out, func(a, b rollout.PodsReady) int { return cmp.Compare(a.Hash, b.Hash) })
 	return out
@@ -36,13 +37,11 @@ func (m *Manager) Readiness(key api.Key) []rollout.PodsReady {
 // ReplicaSet's status and the EndpointSlices are updated by different
 // controllers at different moments: traffic pushed because N pods are
 // Ready must find N endpoints.
-func (m *Manager) readinessOf(key api.Key, rs *appsv1.ReplicaSet) rollout.PodsReady {
-	hash := rs.Labels[LabelHash]
-	addrs, _ := m.Endpoints(key, hash)
+func readinessOf(rs *appsv1.ReplicaSet, endpoints int) rollout.PodsReady {
 	return rollout.PodsReady{
-		Hash:     hash,
+		Hash:     rs.Labels[LabelHash],
 		Replicas: rs.Status.Replicas,
-		Ready:    min(rs.Status.ReadyReplicas, int32(len(addrs))),
+		Ready:    min(rs.Status.ReadyReplicas, int32(endpoints)),
 	}
 }
 
@@ -64,9 +63,10 @@ func (m *Manager) work() {
 func (m *Manager) report(key api.Key) {
 	now := rolloutReport{ready: map[string]rollout.PodsReady{}, endpoints: map[string]string{}}
 	for _, rs := range m.replicaSetsOf(key) {
-		r := m.readinessOf(key, rs)
-		now.ready[r.Hash] = r
-		now.endpoints[r.Hash] = m.endpointsFingerprint(key, r.Hash)
+		hash := rs.Labels[LabelHash]
+		addrs, zones := m.Endpoints(key, hash)
+		now.ready[hash] = readinessOf(rs, len(addrs))
+		now.endpoints[hash] = fingerprint(addrs, zones)
 	}
 	last := m.reported[key]
 	if m.takeForced(key) {
@@ -92,8 +92,8 @@ func (m *Manager) report(key api.Key) {
 	m.reported[key] = now
 }
 
-func (m *Manager) endpointsFingerprint(key api.Key, hash string) string {
-	addrs, zones := m.Endpoints(key, hash)
+// fingerprint is one version's endpoints and zones as one comparable string.
+func fingerprint(addrs []string, zones map[string]string) string {
 	var b strings.Builder
 	for _, a := range addrs {
 		b.WriteString(a)

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -14,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/rollout"
@@ -51,6 +51,18 @@ func (m *Manager) Scale(ctx context.Context, a rollout.ScaleWorkloads) error {
 			return fmt.Errorf("scale %s: %w", key, err)
 		}
 	}
+	err = errors.Join(m.retireUnwanted(ctx, plan, have), m.pinServices(ctx, key, wantedPins(a.Sets)))
+	if err != nil {
+		return fmt.Errorf("scale %s: %w", key, err)
+	}
+	m.log.Debug("workload scaled", "rollout", key.String(), "gen", a.Gen,
+		"applied", len(plan.Apply), "retired", len(plan.Retire), "deleted", len(plan.Delete))
+	return nil
+}
+
+// retireUnwanted scales the plan's unwanted ReplicaSets to 0 and deletes
+// those past the history, trying every one whatever fails.
+func (m *Manager) retireUnwanted(ctx context.Context, plan scalePlan, have []*appsv1.ReplicaSet) error {
 	byName := map[string]*appsv1.ReplicaSet{}
 	for _, rs := range have {
 		byName[rs.Name] = rs
@@ -62,13 +74,7 @@ func (m *Manager) Scale(ctx context.Context, a rollout.ScaleWorkloads) error {
 	for _, name := range plan.Delete {
 		errs = append(errs, m.deleteReplicaSet(ctx, byName[name]))
 	}
-	errs = append(errs, m.pinServices(ctx, key, wantedPins(a.Sets)))
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("scale %s: %w", key, err)
-	}
-	m.log.Debug("workload scaled", "rollout", key.String(), "gen", a.Gen,
-		"applied", len(plan.Apply), "retired", len(plan.Retire), "deleted", len(plan.Delete))
-	return nil
+	return errors.Join(errs...)
 }
 
 // listCandidates lists, from the API, the rollout's ReplicaSets and any
@@ -131,9 +137,15 @@ func (m *Manager) labelAdoptedPods(ctx context.Context, key api.Key, rs *appsv1.
 	if err != nil {
 		return fmt.Errorf("list pods of %s: %w", rs.Name, err)
 	}
+	// A merge patch, not an apply: applying to a pod deleted meanwhile
+	// would try to create it.
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": ourLabels(key.Name, rs.Labels[LabelHash])}})
+	if err != nil {
+		return fmt.Errorf("encode pod labels: %w", err)
+	}
 	for _, p := range pods.Items {
-		ac := corev1ac.Pod(p.Name, p.Namespace).WithLabels(ourLabels(key.Name, rs.Labels[LabelHash]))
-		if _, err := m.client.CoreV1().Pods(p.Namespace).Apply(ctx, ac, applyOptions); err != nil && !apierrors.IsNotFound(err) {
+		_, err := m.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+		if err != nil && !apierrors.IsNotFound(err) {
 			m.metrics.applyErrors.WithLabelValues(objectPod).Inc()
 			return fmt.Errorf("label adopted pod %s: %w", p.Name, err)
 		}
@@ -174,6 +186,7 @@ func (m *Manager) deleteReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet) e
 		m.metrics.applyErrors.WithLabelValues(objectReplicaSet).Inc()
 		return fmt.Errorf("delete replicaset %s: %w", rs.Name, err)
 	}
+	m.log.Info("replicaset deleted past the revision history", "namespace", rs.Namespace, "replicaset", rs.Name)
 	return nil
 }
 

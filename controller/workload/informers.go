@@ -1,0 +1,198 @@
+package workload
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/sluice-dev/sluice/api"
+)
+
+// Index names of the informer caches.
+const (
+	byRollout = "rollout" // ReplicaSets and Pods: "<namespace>/<rollout>"
+	byService = "service" // EndpointSlices: "<namespace>/<service>"
+)
+
+// buildInformers wires ReplicaSets and Pods (sluice's only), EndpointSlices
+// and Nodes; each change enqueues the rollout it concerns.
+func (m *Manager) buildInformers(namespace string) error {
+	strip := informers.WithTransform(stripManagedFields)
+	managed := informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = LabelManagedBy + "=" + ManagedByValue
+	})
+	ours := informers.NewSharedInformerFactoryWithOptions(m.client, 0, informers.WithNamespace(namespace), managed, strip)
+	all := informers.NewSharedInformerFactoryWithOptions(m.client, 0, informers.WithNamespace(namespace), strip)
+	cluster := informers.NewSharedInformerFactoryWithOptions(m.client, 0, strip)
+	m.factories = []informers.SharedInformerFactory{ours, all, cluster}
+
+	rs := ours.Apps().V1().ReplicaSets()
+	pods := ours.Core().V1().Pods()
+	slices := all.Discovery().V1().EndpointSlices()
+	nodes := cluster.Core().V1().Nodes()
+	if err := rs.Informer().AddIndexers(cache.Indexers{byRollout: rolloutIndex}); err != nil {
+		return fmt.Errorf("index replicasets: %w", err)
+	}
+	if err := pods.Informer().AddIndexers(cache.Indexers{byRollout: rolloutIndex}); err != nil {
+		return fmt.Errorf("index pods: %w", err)
+	}
+	if err := slices.Informer().AddIndexers(cache.Indexers{byService: serviceIndex}); err != nil {
+		return fmt.Errorf("index endpointslices: %w", err)
+	}
+	m.rsIndex = rs.Informer().GetIndexer()
+	m.pods, m.podIndex = pods.Lister(), pods.Informer().GetIndexer()
+	m.sliceIndex = slices.Informer().GetIndexer()
+	m.nodes = nodes.Lister()
+
+	byLabels := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { m.enqueueLabelled(obj) },
+		UpdateFunc: func(_, obj any) { m.enqueueLabelled(obj) },
+		DeleteFunc: func(obj any) { m.enqueueLabelled(obj) },
+	}
+	bySlice := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { m.enqueueSlice(obj) },
+		UpdateFunc: func(_, obj any) { m.enqueueSlice(obj) },
+		DeleteFunc: func(obj any) { m.enqueueSlice(obj) },
+	}
+	byNode := cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, obj any) { m.enqueueZoneChange(old, obj) },
+	}
+	for _, reg := range []struct {
+		inf cache.SharedIndexInformer
+		h   cache.ResourceEventHandler
+	}{{rs.Informer(), byLabels}, {pods.Informer(), byLabels}, {slices.Informer(), bySlice}, {nodes.Informer(), byNode}} {
+		if _, err := reg.inf.AddEventHandler(reg.h); err != nil {
+			return fmt.Errorf("informer handler: %w", err)
+		}
+		m.synced = append(m.synced, reg.inf.HasSynced)
+	}
+	return nil
+}
+
+// rolloutIndex keys sluice's objects by "<namespace>/<rollout>".
+func rolloutIndex(obj any) ([]string, error) {
+	o, err := metaOf(obj)
+	if err != nil {
+		return nil, err
+	}
+	name := o.GetLabels()[LabelRollout]
+	if name == "" {
+		return nil, nil
+	}
+	return []string{api.Key{Namespace: o.GetNamespace(), Name: name}.String()}, nil
+}
+
+// serviceIndex keys EndpointSlices by "<namespace>/<service>".
+func serviceIndex(obj any) ([]string, error) {
+	o, err := metaOf(obj)
+	if err != nil {
+		return nil, err
+	}
+	svc := o.GetLabels()[discoveryv1.LabelServiceName]
+	if svc == "" {
+		return nil, nil
+	}
+	return []string{o.GetNamespace() + "/" + svc}, nil
+}
+
+func metaOf(obj any) (metav1.Object, error) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return nil, fmt.Errorf("workload: unexpected object %T", obj)
+	}
+	return o, nil
+}
+
+// stripManagedFields keeps the caches small: Scale reads managed fields
+// from the API, never from a cache.
+func stripManagedFields(obj any) (any, error) {
+	if o, ok := obj.(metav1.Object); ok {
+		o.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+func (m *Manager) enqueueLabelled(obj any) {
+	o, err := metaOf(obj)
+	if err != nil {
+		return
+	}
+	if name := o.GetLabels()[LabelRollout]; name != "" {
+		m.queue.Add(api.Key{Namespace: o.GetNamespace(), Name: name})
+	}
+}
+
+// enqueueSlice enqueues the rollout whose pinned Service the slice serves.
+func (m *Manager) enqueueSlice(obj any) {
+	o, err := metaOf(obj)
+	if err != nil {
+		return
+	}
+	svc := o.GetLabels()[discoveryv1.LabelServiceName]
+	if svc == "" {
+		return
+	}
+	if key, ok := m.rolloutOfService(o.GetNamespace(), svc); ok {
+		m.queue.Add(key)
+	}
+}
+
+// enqueueZoneChange re-reports every rollout with pods on a node whose
+// zone label changed (rare: zones are set when a node joins).
+func (m *Manager) enqueueZoneChange(oldObj, obj any) {
+	oldNode, ok1 := oldObj.(*corev1.Node)
+	node, ok2 := obj.(*corev1.Node)
+	if !ok1 || !ok2 || oldNode.Labels[ZoneLabel] == node.Labels[ZoneLabel] {
+		return
+	}
+	for _, p := range m.podIndex.List() {
+		pod, ok := p.(*corev1.Pod)
+		if ok && pod.Spec.NodeName == node.Name {
+			m.enqueueLabelled(pod)
+		}
+	}
+}
+
+// replicaSetsOf lists the rollout's ReplicaSets from the cache.
+func (m *Manager) replicaSetsOf(key api.Key) []*appsv1.ReplicaSet {
+	objs, _ := m.rsIndex.ByIndex(byRollout, key.String())
+	out := make([]*appsv1.ReplicaSet, 0, len(objs))
+	for _, o := range objs {
+		if rs, ok := o.(*appsv1.ReplicaSet); ok {
+			out = append(out, rs)
+		}
+	}
+	return out
+}
+
+// podsOf lists the rollout's pods of one hash from the cache.
+func (m *Manager) podsOf(key api.Key, hash string) []*corev1.Pod {
+	objs, _ := m.podIndex.ByIndex(byRollout, key.String())
+	var out []*corev1.Pod
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok && p.Labels[LabelHash] == hash {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// zoneOf is the zone label of a node ("" when unknown).
+func (m *Manager) zoneOf(nodeName string) string {
+	if nodeName == "" {
+		return ""
+	}
+	n, err := m.nodes.Get(nodeName)
+	if err != nil {
+		return ""
+	}
+	return n.Labels[ZoneLabel]
+}
