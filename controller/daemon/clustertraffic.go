@@ -3,19 +3,17 @@ package daemon
 import (
 	"context"
 	"log/slog"
-	"maps"
-	"slices"
 	"sync"
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/runner"
 )
 
-// endpointSource gives the Ready, non-terminating endpoints of one version
-// of a rollout, by pod-template hash, with the zone of each;
-// controller/workload implements it.
+// endpointSource fills a traffic's endpoints from the cluster: the Ready,
+// non-terminating endpoints of each side's pod-template hash, with their
+// zones; controller/workload implements it.
 type endpointSource interface {
-	Endpoints(key api.Key, hash string) (addrs []string, zones map[string]string)
+	ResolveTraffic(t api.Traffic) api.Traffic
 }
 
 // clusterTraffic fills each side's endpoints from the cluster (Kubernetes
@@ -41,7 +39,7 @@ func (c *clusterTraffic) SetTraffic(t api.Traffic) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.last[t.Rollout] = t
-	return c.next.SetTraffic(c.fill(t))
+	return c.next.SetTraffic(c.eps.ResolveTraffic(t))
 }
 
 // WaitForAck waits on the gateway: a republish is a later version, which
@@ -60,32 +58,7 @@ func (c *clusterTraffic) endpointsChanged(key api.Key) {
 	if !ok || t.Host == "" {
 		return
 	}
-	if _, err := c.next.SetTraffic(c.fill(t)); err != nil {
+	if _, err := c.next.SetTraffic(c.eps.ResolveTraffic(t)); err != nil {
 		c.log.Warn("republish traffic with new endpoints", "rollout", key.String(), "err", err)
 	}
-}
-
-// fill replaces t's endpoints by the cluster's, for the sides that name a
-// workload; addresses are sorted so that the same pods give the same
-// resources.
-func (c *clusterTraffic) fill(t api.Traffic) api.Traffic {
-	zones := map[string]string{}
-	side := func(hash string) []string {
-		if hash == "" {
-			return nil
-		}
-		addrs, z := c.eps.Endpoints(t.Rollout, hash)
-		maps.Copy(zones, z)
-		return slices.Sorted(slices.Values(addrs))
-	}
-	if t.StableWorkload != "" {
-		t.StableEndpoints = side(t.StableWorkload)
-	}
-	if t.CanaryWorkload != "" {
-		t.CanaryEndpoints = side(t.CanaryWorkload)
-	}
-	if len(zones) > 0 {
-		t.EndpointZones = zones
-	}
-	return t
 }
