@@ -185,10 +185,10 @@ func newNode(ctx context.Context, client kubernetes.Interface, name, zone, cpu s
 }
 
 // notReadyTaint is the taint the apiserver's TaintNodesByCondition
-// admission puts on every new node. The node lifecycle controller would
-// take it off once kwok reports the node Ready, but the test control plane
-// does not run that controller, so without this every node stays
-// untolerated (for kube-scheduler too).
+// admission puts on every new node. The control plane's node lifecycle
+// controller takes it off once kwok reports the node Ready, but only on
+// its next pass (--node-monitor-period, 5 s); the tests take it off at
+// once, so that a node they add is usable when they expect it.
 const notReadyTaint = "node.kubernetes.io/not-ready"
 
 // removeNotReadyTaint takes notReadyTaint off node n.
