@@ -192,7 +192,9 @@ func TestCrashChild(t *testing.T) {
 			if time.Since(v1Since) >= nextCommitAfter {
 				r.Submit(checkout, rollout.Change{Commit: "2222222", Rollout: spec(checkout, "v2", crashSteps()...)})
 			}
-		case s.StableVersion == "v2" && s.CanaryVersion == "":
+		case s.StableVersion == "v2" && s.CanaryVersion == "" && s.Settle == nil:
+			// Promoted and ACKed (rollout-completed is sent on the ACK,
+			// which arrives from a goroutine WaitIdle does not wait for).
 			// The state is published before its actions run: wait for the
 			// worker to enqueue the last alerts, then for their delivery.
 			if err := r.WaitIdle(ctx); err != nil {
