@@ -310,3 +310,27 @@ func TestNodeDeletedBeforeTheBindIsRetriedElsewhere(t *testing.T) {
 		t.Errorf("node_gone bind errors = %v, want 1", got)
 	}
 }
+
+func TestDeletedPendingPodLeavesTheBinder(t *testing.T) {
+	c := kubetest.Shared(t)
+	ns := c.Namespace(t)
+	b := startBinder(t, c, Options{})
+	ctx := context.Background()
+	tmpl := podTemplate(DefaultSchedulerName, "100", nil) // no node has 100 CPUs
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "huge", Namespace: ns}, Spec: tmpl.Spec}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the pod parked as unschedulable", func() (bool, string) {
+		why, ok := b.Why(ns, "huge")
+		parked := testutil.ToFloat64(b.metrics.unschedulableNo)
+		return ok && why.Message != "" && parked == 1, fmt.Sprintf("why %+v (%v), parked %v", why, ok, parked)
+	})
+	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, "huge", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the deleted pod gone from the binder", func() (bool, string) {
+		_, ok := b.Why(ns, "huge")
+		parked := testutil.ToFloat64(b.metrics.unschedulableNo)
+		return !ok && parked == 0 && len(b.Pending(ns, nil)) == 0, fmt.Sprintf("pending %v, parked %v", ok, parked)
+	})
+}
