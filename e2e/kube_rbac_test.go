@@ -1,0 +1,139 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sluice-dev/sluice/controller/httpapi"
+	"github.com/sluice-dev/sluice/controller/rollout"
+	"github.com/sluice-dev/sluice/internal/kubetest"
+)
+
+// documentedClusterRole is the ClusterRole docs/kubernetes.md gives under
+// "RBAC, all together".
+func documentedClusterRole(t *testing.T) *rbacv1.ClusterRole {
+	t.Helper()
+	doc, err := os.ReadFile("../docs/kubernetes.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "## RBAC, all together")
+	if !ok {
+		t.Fatal(`docs/kubernetes.md has no "## RBAC, all together" section`)
+	}
+	_, block, ok := strings.Cut(section, "```yaml\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal("no yaml block in the RBAC section of docs/kubernetes.md")
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict([]byte(block), &role); err != nil {
+		t.Fatalf("docs/kubernetes.md ClusterRole: %v", err)
+	}
+	return &role
+}
+
+// kubeconfigFor binds role to a fresh ServiceAccount and writes a
+// kubeconfig that authenticates as it (a TokenRequest token).
+func kubeconfigFor(t *testing.T, c *kubetest.Cluster, ns string, role *rbacv1.ClusterRole) string {
+	t.Helper()
+	ctx := ctxFor(t, 30*time.Second)
+	role = role.DeepCopy()
+	role.Name = "sluice-" + ns
+	if _, err := c.Client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := c.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "sluice"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa.Name}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := ctxFor(t, 10*time.Second)
+		_ = c.Client.RbacV1().ClusterRoleBindings().Delete(ctx, role.Name, metav1.DeleteOptions{})
+		_ = c.Client.RbacV1().ClusterRoles().Delete(ctx, role.Name, metav1.DeleteOptions{})
+	})
+	tok, err := c.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: local, cluster: {server: %q, insecure-skip-tls-verify: true}}]
+users: [{name: sluice, user: {token: %q}}]
+contexts: [{name: local, context: {cluster: local, user: sluice}}]
+current-context: local
+`, c.Config.Host, tok.Status.Token)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestKubeDocumentedRBACSuffices runs a canary to its promotion with only
+// the ClusterRole the docs give (a ServiceAccount bound to it, no other
+// rights): the docs list every verb sluice uses.
+func TestKubeDocumentedRBACSuffices(t *testing.T) {
+	c := kubetest.Shared(t)
+	ns := c.Namespace(t)
+	startPodBackends(t, c, ns)
+	role := documentedClusterRole(t)
+	for _, name := range []string{"kr-stable", "kr-canary"} {
+		if _, err := c.Client.CoreV1().Services(ns).Create(ctxFor(t, 10*time.Second), &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "kr"},
+				Ports: []corev1.ServicePort{{Port: kubePort, TargetPort: intstr.FromInt32(kubePort)}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The Services make sluice pin selectors and read EndpointSlices too.
+	spec := kubeRollout{Name: "kr", Namespace: ns, Host: "kr.e2e", Version: v1, Replicas: 2,
+		Steps:  "- setWeight: 50\n- pause: {duration: 1s}\n",
+		Canary: "scaleDownDelaySeconds: 1\ncanaryService: kr-canary\nstableService: kr-stable\n"}
+	repo, d := kubeStart(t, c, spec, nil, "--kubeconfig", kubeconfigFor(t, c, ns, role))
+	spec.Version = v2
+	repo.push("v2", map[string]string{"rollouts/kr.yaml": spec.yaml()})
+	d.waitStatus(ns+"/kr", 60*time.Second, "v2 promoted", func(s httpapi.RolloutStatus) bool {
+		return s.Phase == rollout.PhaseHealthy && s.StableVersion == v2
+	})
+	waitReplicaSet(t, c, ns, "kr", v1, 0, 30*time.Second)
+	stableSvc, err := c.Client.CoreV1().Services(ns).Get(ctxFor(t, 10*time.Second), "kr-stable", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs := replicaSetOf(t, c, ns, "kr", v2); stableSvc.Spec.Selector["rollouts-pod-template-hash"] != rs.Labels["rollouts-pod-template-hash"] {
+		t.Errorf("stable Service selector %v after the promotion; want v2's hash %s", stableSvc.Spec.Selector, rs.Labels["rollouts-pod-template-hash"])
+	}
+	if strings.Contains(d.log.String(), "forbidden") {
+		t.Errorf("sluice was refused something with the documented ClusterRole:\n%s", grepLines(d.log.String(), "forbidden"))
+	}
+}
+
+func grepLines(s, substr string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
