@@ -65,8 +65,7 @@ func waitReplicaSet(t *testing.T, c *kubetest.Cluster, ns, name, image string, w
 func TestKubeCanary(t *testing.T) {
 	c := kubetest.Shared(t)
 	ns := c.Namespace(t)
-	backends := startPodBackends(t, c, ns)
-	_ = backends
+	startPodBackends(t, c, ns)
 	repo := newGitRepo(t)
 	spec := kubeRollout{Name: "kc", Namespace: ns, Host: "kc.e2e", Version: v1, Replicas: 4,
 		Steps: "- setWeight: 25\n- pause: {}\n", Canary: "scaleDownDelaySeconds: 3\n"}

@@ -32,7 +32,6 @@ type kubeRollout struct {
 	PodLabels                      string // extra pod labels, e.g. `neverready: "true"`
 	Canary                         string // extra canary strategy fields, unindented
 	Spec                           string // extra spec fields, unindented
-	PodSpec                        string // extra pod spec fields, unindented
 }
 
 func (r kubeRollout) yaml() string {
@@ -47,20 +46,20 @@ spec:
     matchLabels: {app: %[1]s}
   template:
     metadata:
-      labels: {app: %[1]s%[11]s}
+      labels: {app: %[1]s%[10]s}
     spec:
-%[5]s      containers:
+      containers:
       - name: app
-        image: %[6]q
-        ports: [{containerPort: %[7]d}]
+        image: %[5]q
+        ports: [{containerPort: %[6]d}]
   strategy:
     canary:
-%[8]s      steps:
-%[9]s      trafficRouting:
+%[7]s      steps:
+%[8]s      trafficRouting:
         plugins:
           sluice.io/xds:
-            host: %[10]s
-`, r.Name, r.Namespace, r.Replicas, indentOpt(r.Spec, 2), indentOpt(r.PodSpec, 6), r.Version, kubePort,
+            host: %[9]s
+`, r.Name, r.Namespace, r.Replicas, indentOpt(r.Spec, 2), r.Version, kubePort,
 		indentOpt(r.Canary, 6), indent(r.Steps, 6), r.Host, prefixOpt(", ", r.PodLabels))
 }
 
