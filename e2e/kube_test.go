@@ -44,7 +44,7 @@ func replicaSetOf(t *testing.T, c *kubetest.Cluster, ns, name, image string) *ap
 func waitReplicaSet(t *testing.T, c *kubetest.Cluster, ns, name, image string, want int32, timeout time.Duration) *appsv1.ReplicaSet {
 	t.Helper()
 	var rs *appsv1.ReplicaSet
-	waitKube(t, timeout, fmt.Sprintf("ReplicaSet of %s at %d ready", image, want), func() (bool, string) {
+	kubetest.Eventually(t, timeout, fmt.Sprintf("ReplicaSet of %s at %d ready", image, want), func() (bool, string) {
 		rs = replicaSetOf(t, c, ns, name, image)
 		if rs == nil {
 			return false, "no ReplicaSet"
@@ -366,7 +366,7 @@ func TestKubeKillAndDrain(t *testing.T) {
 			}
 		}
 	}
-	waitKube(t, 60*time.Second, "replacement pods placed off the drained node "+node, func() (bool, string) {
+	kubetest.Eventually(t, 60*time.Second, "replacement pods placed off the drained node "+node, func() (bool, string) {
 		pods := kubePods(t, c, ns, selector("kk", ""))
 		ready := 0
 		for _, p := range pods {

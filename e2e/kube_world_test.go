@@ -183,24 +183,6 @@ func kubePods(t *testing.T, c *kubetest.Cluster, ns, sel string) []corev1.Pod {
 	return list.Items
 }
 
-// waitKube polls cond until it holds, failing with what after timeout.
-func waitKube(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v; last seen: %s", what, timeout, last)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // zonesOf counts the bound pods of a list per zone of their node.
 func zonesOf(t *testing.T, c *kubetest.Cluster, pods []corev1.Pod) map[string]int {
 	t.Helper()

@@ -131,23 +131,6 @@ func (e *env) listRS(selector string) []appsv1.ReplicaSet {
 	return l.Items
 }
 
-// waitFor polls cond until it holds or the deadline passes; cond explains
-// the state it saw, for the failure message.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v; last: %s", what, timeout, state)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // bindPods binds n not yet scheduled pods of hash to nodes firstNode,
 // firstNode+1, ... (as sluice's scheduler would: there is no scheduler in
 // the test cluster) and returns pod name → node.
@@ -155,7 +138,7 @@ func (e *env) bindPods(hash string, n, firstNode int) map[string]string {
 	e.t.Helper()
 	ctx := context.Background()
 	var pending []corev1.Pod
-	waitFor(e.t, 30*time.Second, fmt.Sprintf("%d pods of %s created", n, hash), func() (bool, string) {
+	kubetest.Eventually(e.t, 30*time.Second, fmt.Sprintf("%d pods of %s created", n, hash), func() (bool, string) {
 		l, err := e.c.Client.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelHash + "=" + hash})
 		if err != nil {
 			return false, err.Error()
@@ -189,7 +172,7 @@ func (e *env) bindPods(hash string, n, firstNode int) map[string]string {
 func (e *env) podAddrs(bound map[string]string, port string) map[string]string {
 	e.t.Helper()
 	out := map[string]string{}
-	waitFor(e.t, 30*time.Second, "bound pods have IPs", func() (bool, string) {
+	kubetest.Eventually(e.t, 30*time.Second, "bound pods have IPs", func() (bool, string) {
 		clear(out)
 		for name, node := range bound {
 			p, err := e.c.Client.CoreV1().Pods(e.ns).Get(context.Background(), name, metav1.GetOptions{})
@@ -208,7 +191,7 @@ func (e *env) podAddrs(bound map[string]string, port string) map[string]string {
 
 func (e *env) waitEndpoints(key api.Key, hash string, want map[string]string) {
 	e.t.Helper()
-	waitFor(e.t, 30*time.Second, "endpoints of "+hash, func() (bool, string) {
+	kubetest.Eventually(e.t, 30*time.Second, "endpoints of "+hash, func() (bool, string) {
 		addrs, zones := e.m.Endpoints(key, hash)
 		got := map[string]string{}
 		for _, a := range addrs {
@@ -220,7 +203,7 @@ func (e *env) waitEndpoints(key api.Key, hash string, want map[string]string) {
 
 func (e *env) waitReady(hash string, want rollout.PodsReady) {
 	e.t.Helper()
-	waitFor(e.t, 30*time.Second, "OnReady of "+hash, func() (bool, string) {
+	kubetest.Eventually(e.t, 30*time.Second, "OnReady of "+hash, func() (bool, string) {
 		got := e.rec.lastReady(hash)
 		return got == want, fmt.Sprintf("got %+v, want %+v", got, want)
 	})
@@ -290,7 +273,7 @@ func TestScaleTwiceChangesNothing(t *testing.T) {
 	e.scale(key, sets...)
 	settled := func(name string, replicas int32) *appsv1.ReplicaSet {
 		var rs *appsv1.ReplicaSet
-		waitFor(t, 30*time.Second, name+" status observed", func() (bool, string) {
+		kubetest.Eventually(t, 30*time.Second, name+" status observed", func() (bool, string) {
 			rs = e.getRS(name)
 			return rs.Status.ObservedGeneration == rs.Generation && rs.Status.Replicas == replicas,
 				fmt.Sprintf("%+v", rs.Status)
@@ -395,7 +378,7 @@ func TestScaleAdoptsExistingReplicaSet(t *testing.T) {
 	maps.Copy(want, e.podAddrs(e.bindPods("h1", 1, 1), "8080"))
 	e.waitEndpoints(key, "h1", want) // the adopted pod too
 	e.waitReady("h1", rollout.PodsReady{Hash: "h1", Replicas: 2, Ready: 2})
-	waitFor(t, 30*time.Second, "adopted ReplicaSet in Status", func() (bool, string) {
+	kubetest.Eventually(t, 30*time.Second, "adopted ReplicaSet in Status", func() (bool, string) {
 		st := e.m.Status(key)
 		return len(st) == 1 && st[0].Name == "legacy" && st[0].Desired == 2 && st[0].Ready == 2, fmt.Sprintf("%+v", st)
 	})
@@ -508,7 +491,7 @@ func TestTerminatingEndpointLeaves(t *testing.T) {
 			if p, err := e.c.Client.CoreV1().Pods(e.ns).Get(ctx, victim, metav1.GetOptions{}); err != nil || p.DeletionTimestamp == nil {
 				t.Errorf("the victim should still be terminating: %v", err)
 			}
-			waitFor(t, 10*time.Second, "OnEndpoints after the delete", func() (bool, string) {
+			kubetest.Eventually(t, 10*time.Second, "OnEndpoints after the delete", func() (bool, string) {
 				return e.rec.endpointCalls() > calls, fmt.Sprintf("%d calls", e.rec.endpointCalls())
 			})
 			// Its replacement stays unbound, so Ready stays below 3.
@@ -538,7 +521,7 @@ func TestReadyCountsOnlyServedPods(t *testing.T) {
 	spec := testRollout(e.ns, "co", "shop/co:v2", 2, 8080, &api.Workload{RevisionHistoryLimit: 10, CanaryService: "co-canary"})
 	e.scale(key, set(rollout.RoleCanary, "h2", 2, spec))
 	want := e.podAddrs(e.bindPods("h2", 2, 0), "8080")
-	waitFor(t, 30*time.Second, "ReplicaSet 2/2 Ready", func() (bool, string) {
+	kubetest.Eventually(t, 30*time.Second, "ReplicaSet 2/2 Ready", func() (bool, string) {
 		st := e.m.Status(key)
 		return len(st) == 1 && st[0].Ready == 2, fmt.Sprintf("%+v", st)
 	})
@@ -618,7 +601,7 @@ func TestZoneChangeRepublishes(t *testing.T) {
 		want[a] = "zone-x"
 	}
 	e.waitEndpoints(key, "h1", want)
-	waitFor(t, 10*time.Second, "OnEndpoints after the zone change", func() (bool, string) {
+	kubetest.Eventually(t, 10*time.Second, "OnEndpoints after the zone change", func() (bool, string) {
 		return e.rec.endpointCalls() > calls, fmt.Sprintf("%d calls", e.rec.endpointCalls())
 	})
 }

@@ -239,3 +239,22 @@ func (c *Cluster) Log(component string) string {
 	}
 	return string(b)
 }
+
+// Eventually polls cond until it holds, failing the test after timeout
+// with what was awaited and cond's last word on what it saw. Cluster state
+// arrives through controllers and informers, so tests wait for it rather
+// than for a fixed time.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (ok bool, state string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v; last seen: %s", what, timeout, state)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -413,7 +413,7 @@ func deletePods(b *testing.B, client kubernetes.Interface, ns string) {
 	if err := client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	waitFor(b, 5*time.Minute, "every pod deleted", func() (bool, string) {
+	kubetest.Eventually(b, 5*time.Minute, "every pod deleted", func() (bool, string) {
 		l, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()

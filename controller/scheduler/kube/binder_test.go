@@ -41,7 +41,7 @@ func TestBindsReplicaSetSpreadOverZones(t *testing.T) {
 	createReplicaSet(t, c.Client, ns, "web-h1", 6, podTemplate(DefaultSchedulerName, "100m", lbl))
 
 	var pods []corev1.Pod
-	waitFor(t, 30*time.Second, "6 pods Running with IPs", func() (bool, string) {
+	kubetest.Eventually(t, 30*time.Second, "6 pods Running with IPs", func() (bool, string) {
 		var all int
 		pods, all = runningPods(t, c.Client, ns, "rollouts-pod-template-hash=h1")
 		return len(pods) == 6, fmt.Sprintf("%d running of %d: %s", len(pods), all, nodesOf(pods))
@@ -66,7 +66,7 @@ func TestCordonedAndTaintedNodesGetNoPods(t *testing.T) {
 	createReplicaSet(t, c.Client, ns, "api-h2", 6, podTemplate(DefaultSchedulerName, "100m", rolloutLabels("api", "h2")))
 
 	var pods []corev1.Pod
-	waitFor(t, 30*time.Second, "6 pods Running", func() (bool, string) {
+	kubetest.Eventually(t, 30*time.Second, "6 pods Running", func() (bool, string) {
 		var all int
 		pods, all = runningPods(t, c.Client, ns, "rollouts-pod-template-hash=h2")
 		return len(pods) == 6, fmt.Sprintf("%d running of %d: %s", len(pods), all, nodesOf(pods))
@@ -107,7 +107,7 @@ func TestUnschedulablePodReportedThenBoundWhenANodeFits(t *testing.T) {
 	}
 
 	const want = "nodes are available: 6 Insufficient cpu."
-	waitFor(t, 30*time.Second, "PodScheduled=False, reason Unschedulable, with the diagnosis", func() (bool, string) {
+	kubetest.Eventually(t, 30*time.Second, "PodScheduled=False, reason Unschedulable, with the diagnosis", func() (bool, string) {
 		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -120,7 +120,7 @@ func TestUnschedulablePodReportedThenBoundWhenANodeFits(t *testing.T) {
 		}
 		return false, fmt.Sprintf("no PodScheduled condition; node %q", p.Spec.NodeName)
 	})
-	waitFor(t, 30*time.Second, "a Warning FailedScheduling event from sluice", func() (bool, string) {
+	kubetest.Eventually(t, 30*time.Second, "a Warning FailedScheduling event from sluice", func() (bool, string) {
 		evs, err := c.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -146,7 +146,7 @@ func TestUnschedulablePodReportedThenBoundWhenANodeFits(t *testing.T) {
 
 	// A node big enough arrives: the pod is retried and bound there.
 	createNode(t, c.Client, "big-node", "zone-a", "32", nil)
-	waitFor(t, 30*time.Second, "the pod bound to big-node and Running", func() (bool, string) {
+	kubetest.Eventually(t, 30*time.Second, "the pod bound to big-node and Running", func() (bool, string) {
 		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -166,7 +166,7 @@ func TestDrainedNodesPodsReplacedElsewhere(t *testing.T) {
 	createReplicaSet(t, c.Client, ns, "cart-h3", 6, podTemplate(DefaultSchedulerName, "100m", rolloutLabels("cart", "h3")))
 	sel := "rollouts-pod-template-hash=h3"
 	var pods []corev1.Pod
-	waitFor(t, 30*time.Second, "6 pods Running", func() (bool, string) {
+	kubetest.Eventually(t, 30*time.Second, "6 pods Running", func() (bool, string) {
 		var all int
 		pods, all = runningPods(t, c.Client, ns, sel)
 		return len(pods) == 6, fmt.Sprintf("%d running of %d", len(pods), all)
@@ -186,7 +186,7 @@ func TestDrainedNodesPodsReplacedElsewhere(t *testing.T) {
 	if drained == 0 {
 		t.Fatalf("no pod on %s to drain: %s", zoneANode, nodesOf(pods))
 	}
-	waitFor(t, 30*time.Second, "6 pods Running again, none on the drained node, 2 per zone", func() (bool, string) {
+	kubetest.Eventually(t, 30*time.Second, "6 pods Running again, none on the drained node, 2 per zone", func() (bool, string) {
 		pods, all := runningPods(t, c.Client, ns, sel)
 		if len(pods) != 6 || all != 6 {
 			return false, fmt.Sprintf("%d running of %d: %s", len(pods), all, nodesOf(pods))
@@ -238,7 +238,7 @@ func TestBindConflictWhenPodBoundUnderTheBindersFeet(t *testing.T) {
 	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}, Spec: tmpl.Spec}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the conflict counted and the graph holding the pod where it really is", func() (bool, string) {
+	kubetest.Eventually(t, 30*time.Second, "the conflict counted and the graph holding the pod where it really is", func() (bool, string) {
 		conflicts := testutil.ToFloat64(b.metrics.bindErrors.WithLabelValues(bindErrConflict))
 		var node string
 		_ = b.sched.Update(func(g *scheduler.Graph) error { node, _ = g.PodNode(ns + "/p"); return nil })
@@ -299,7 +299,7 @@ func TestNodeDeletedBeforeTheBindIsRetriedElsewhere(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the binder never tried to bind the pod")
 	}
-	waitFor(t, 30*time.Second, "the pod bound to the remaining extra node", func() (bool, string) {
+	kubetest.Eventually(t, 30*time.Second, "the pod bound to the remaining extra node", func() (bool, string) {
 		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -320,7 +320,7 @@ func TestDeletedPendingPodLeavesTheBinder(t *testing.T) {
 	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "huge", Namespace: ns}, Spec: tmpl.Spec}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the pod parked as unschedulable", func() (bool, string) {
+	kubetest.Eventually(t, 30*time.Second, "the pod parked as unschedulable", func() (bool, string) {
 		why, ok := b.Why(ns, "huge")
 		parked := testutil.ToFloat64(b.metrics.unschedulableNo)
 		return ok && why.Message != "" && parked == 1, fmt.Sprintf("why %+v (%v), parked %v", why, ok, parked)
@@ -328,7 +328,7 @@ func TestDeletedPendingPodLeavesTheBinder(t *testing.T) {
 	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, "huge", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the deleted pod gone from the binder", func() (bool, string) {
+	kubetest.Eventually(t, 30*time.Second, "the deleted pod gone from the binder", func() (bool, string) {
 		_, ok := b.Why(ns, "huge")
 		parked := testutil.ToFloat64(b.metrics.unschedulableNo)
 		return !ok && parked == 0 && len(b.Pending(ns, nil)) == 0, fmt.Sprintf("pending %v, parked %v", ok, parked)

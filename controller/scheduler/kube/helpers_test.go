@@ -63,28 +63,11 @@ func runBinder(t *testing.T, client kubernetes.Interface, b *Binder) *Binder {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "binder graph holds every node", func() (bool, string) {
+	kubetest.Eventually(t, 30*time.Second, "binder graph holds every node", func() (bool, string) {
 		n := b.numNodes()
 		return n >= len(nodes.Items), fmt.Sprintf("%d of %d nodes", n, len(nodes.Items))
 	})
 	return b
-}
-
-// waitFor polls cond every 50ms until it holds or the timeout passes; the
-// failure names what was awaited and cond's last word on it.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting until %s; last: %s", timeout, what, state)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // podTemplate is a pod of the given CPU request for scheduler sched.
