@@ -39,7 +39,8 @@ lint: vet
 # Every benchmark the README and docs/ quote. The fast ones run for
 # BENCHTIME each; the slow ones (a real Prometheus, git pushes, a
 # 10,000-commit repository, 100,000 pods, the built binary, separate xDS
-# processes) run a fixed small number of iterations.
+# processes, a real Kubernetes control plane with 1,000 kwok nodes) run a
+# fixed small number of iterations.
 BENCHTIME ?= 1s
 bench: deps
 	go test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./api/ ./diffengine/ ./gateway/ ./controller/rollout/ ./controller/runner/ ./controller/store/
@@ -48,6 +49,8 @@ bench: deps
 	go test -run '^$$' -bench 'BenchmarkLargeRepo' -benchtime 1x ./gitwatch/
 	go test -run '^$$' -bench 'BenchmarkSchedule' -benchtime 1x ./controller/scheduler/
 	go test -run '^$$' -bench 'BenchmarkCommitToTraffic' -benchtime 5x ./e2e/
+	go test -run '^$$' -bench 'BenchmarkScaleTo20Ready' -benchtime 5x ./controller/workload/
+	go test -run '^$$' -bench 'BenchmarkBindRate' -benchtime 1x -timeout 30m ./controller/scheduler/kube/
 	go run ./gateway/bench -n 1000 -changes 3
 
 # e2e and the race packages SOAK_N times (default 5) under two busy loops,
