@@ -16,6 +16,14 @@
 //     their side's hash.
 //  4. Readiness, Endpoints and Status read the caches.
 //
+// Server-side apply uses client-go's typed apply configurations directly,
+// not fluxcd/pkg/ssa: ssa's ResourceManager applies sets of unstructured
+// manifests with an inventory and polls kstatus to wait for them, while
+// here each ReplicaSet is built typed from the Rollout's template and
+// readiness arrives through the informers as events for the state machine;
+// the apply call underneath (a patch with field manager "sluice", forced)
+// is the same.
+//
 // Kubernetes imports stay here: api, controller/rollout and gateway never
 // see them.
 package workload
