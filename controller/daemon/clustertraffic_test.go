@@ -1,0 +1,57 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"testing"
+
+	"github.com/sluice-dev/sluice/api"
+)
+
+// endpointsByHash stands in for the cluster: the endpoints of each hash.
+type endpointsByHash map[string][]string
+
+func (e endpointsByHash) ResolveTraffic(t api.Traffic) api.Traffic {
+	t.StableEndpoints = e[t.StableWorkload]
+	t.CanaryEndpoints = e[t.CanaryWorkload]
+	return t
+}
+
+// publishLog records what reaches the gateway.
+type publishLog struct{ got []api.Traffic }
+
+func (p *publishLog) SetTraffic(t api.Traffic) (string, error) {
+	p.got = append(p.got, t)
+	return "v", nil
+}
+
+func (p *publishLog) WaitForAck(context.Context, string, string) error { return nil }
+
+// TestClusterTrafficRepublishes: the endpoints come from the cluster at
+// each publish, and a change of them publishes the runner's latest traffic
+// again (same weights and routes) without a state transition.
+func TestClusterTrafficRepublishes(t *testing.T) {
+	eps := endpointsByHash{"h1": {"10.244.0.1:8080"}, "h2": {"10.244.0.2:8080"}}
+	gw := &publishLog{}
+	c := newClusterTraffic(gw, eps, slog.New(slog.DiscardHandler))
+	key := api.Key{Namespace: "shop", Name: "checkout"}
+	want := api.Traffic{Rollout: key, Host: "checkout.shop", StableWorkload: "h1", CanaryWorkload: "h2", Weights: api.CanaryWeights(25)}
+	if _, err := c.SetTraffic(want); err != nil {
+		t.Fatal(err)
+	}
+	eps["h2"] = []string{"10.244.0.2:8080", "10.244.0.3:8080"}
+	c.endpointsChanged(key)
+	c.endpointsChanged(api.Key{Namespace: "shop", Name: "unknown"}) // never published: nothing to do
+
+	if len(gw.got) != 2 {
+		t.Fatalf("published %d times, want 2: %+v", len(gw.got), gw.got)
+	}
+	last := gw.got[1]
+	if last.Weights != want.Weights || last.Host != want.Host {
+		t.Errorf("republished %+v; want the runner's traffic with new endpoints", last)
+	}
+	if !slices.Equal(last.CanaryEndpoints, []string{"10.244.0.2:8080", "10.244.0.3:8080"}) || !slices.Equal(last.StableEndpoints, []string{"10.244.0.1:8080"}) {
+		t.Errorf("republished endpoints stable %v canary %v", last.StableEndpoints, last.CanaryEndpoints)
+	}
+}
