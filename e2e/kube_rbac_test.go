@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -123,15 +124,20 @@ func TestKubeDocumentedRBACSuffices(t *testing.T) {
 	if rs := replicaSetOf(t, c, ns, "kr", v2); stableSvc.Spec.Selector["rollouts-pod-template-hash"] != rs.Labels["rollouts-pod-template-hash"] {
 		t.Errorf("stable Service selector %v after the promotion; want v2's hash %s", stableSvc.Spec.Selector, rs.Labels["rollouts-pod-template-hash"])
 	}
-	if strings.Contains(d.log.String(), "forbidden") {
-		t.Errorf("sluice was refused something with the documented ClusterRole:\n%s", grepLines(d.log.String(), "forbidden"))
+	// An RBAC refusal names the account: `... is forbidden: User
+	// "system:serviceaccount:<ns>:sluice" cannot patch resource ...`. Other
+	// refusals (events in a namespace another test is deleting) are not
+	// about the role.
+	if denied := grepLines(d.log.String(), "system:serviceaccount:"+ns+":sluice", " cannot "); denied != "" {
+		t.Errorf("sluice was refused something with the documented ClusterRole:\n%s", denied)
 	}
 }
 
-func grepLines(s, substr string) string {
+// grepLines is the lines of s that contain every one of substrs.
+func grepLines(s string, substrs ...string) string {
 	var out []string
 	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, substr) {
+		if !slices.ContainsFunc(substrs, func(sub string) bool { return !strings.Contains(l, sub) }) {
 			out = append(out, l)
 		}
 	}
