@@ -403,3 +403,20 @@ func podNames(pods []corev1.Pod) []string {
 	slices.Sort(names)
 	return names
 }
+
+// TestKubeSchedulePodsOff: with --schedule-pods=false the pods keep the
+// default scheduler name and the real kube-scheduler places them; the
+// rollout runs as with sluice's scheduler.
+func TestKubeSchedulePodsOff(t *testing.T) {
+	c := kubetest.Shared(t)
+	ns := c.Namespace(t)
+	startPodBackends(t, c, ns)
+	kubetest.StartKubeScheduler(t, c, 50)
+	spec := kubeRollout{Name: "kx", Namespace: ns, Host: "kx.e2e", Version: v1, Replicas: 3, Steps: "- setWeight: 34\n- pause: {}\n"}
+	_, _ = kubeStart(t, c, spec, nil, "--schedule-pods=false")
+	for _, p := range kubePods(t, c, ns, selector("kx", "")) {
+		if p.Spec.SchedulerName != corev1.DefaultSchedulerName || p.Spec.NodeName == "" {
+			t.Errorf("pod %s: scheduler %q, node %q; want placed by kube-scheduler", p.Name, p.Spec.SchedulerName, p.Spec.NodeName)
+		}
+	}
+}

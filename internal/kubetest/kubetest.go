@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -257,4 +258,65 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (o
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// StartKubeScheduler runs the real kube-scheduler (built by
+// hack/kube/build-binaries.sh) against c until the test ends, with the
+// default profile (schedulerName default-scheduler), no leader election
+// and a client of qps queries per second. It returns the port its
+// /metrics is served on (HTTPS, no auth needed for /metrics) and a stop
+// function (also called when the test ends).
+func StartKubeScheduler(t testing.TB, c *Cluster, qps float32) (port int, stop func()) {
+	t.Helper()
+	bin := filepath.Join(BinDir(), "kube-scheduler")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("kube-scheduler: %v (hack/kube/build-binaries.sh builds it)", err)
+	}
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "scheduler.yaml")
+	err := os.WriteFile(conf, fmt.Appendf(nil, `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection: {leaderElect: false}
+clientConnection: {kubeconfig: %q, qps: %g, burst: %d}
+profiles:
+- schedulerName: default-scheduler
+`, c.Kubeconfig, qps, int(2*qps)), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port = l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	logf, err := os.Create(filepath.Join(dir, "kube-scheduler.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config", conf, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
+		"--authorization-always-allow-paths", "/metrics,/healthz", "--v", "1")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			logf.Close()
+		})
+	}
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			if len(b) > 4000 {
+				b = b[len(b)-4000:]
+			}
+			t.Logf("kube-scheduler log (tail):\n%s", b)
+		}
+	})
+	return port, stop
 }

@@ -5,11 +5,8 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -335,38 +332,11 @@ func histMean(f *dto.MetricFamily, label, value string) string {
 }
 
 func measureKubeScheduler(b *testing.B, c *kubetest.Cluster, client kubernetes.Interface, ns string, n int, qps float32) phase {
-	bin := filepath.Join(kubetest.BinDir(), "kube-scheduler")
-	if _, err := os.Stat(bin); err != nil {
-		b.Fatalf("kube-scheduler: %v (hack/kube/build-binaries.sh builds it)", err)
-	}
 	createPendingPods(b, client, ns, "default-scheduler", n)
 	w := watchBinds(client, ns, n)
-	dir := b.TempDir()
-	conf := filepath.Join(dir, "scheduler.yaml")
-	err := os.WriteFile(conf, fmt.Appendf(nil, `apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-leaderElection: {leaderElect: false}
-clientConnection: {kubeconfig: %q, qps: %g, burst: %d}
-profiles:
-- schedulerName: default-scheduler
-`, c.Kubeconfig, qps, int(2*qps)), 0o644)
-	if err != nil {
-		b.Fatal(err)
-	}
-	port := freePort(b)
-	logf, err := os.Create(filepath.Join(dir, "kube-scheduler.log"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer logf.Close()
-	cmd := exec.Command(bin, "--config", conf, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
-		"--authorization-always-allow-paths", "/metrics,/healthz", "--v", "1")
-	cmd.Stdout, cmd.Stderr = logf, logf
 	t0 := time.Now()
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	port, stop := kubetest.StartKubeScheduler(b, c, qps)
+	defer stop()
 	first, last := w.wait(b, 10*time.Minute)
 	detail := fmt.Sprintf("start→first bind %v; %s", first.Sub(t0).Round(time.Millisecond), kubeSchedulerMetrics(port))
 	return phase{pods: n, span: last.Sub(first), detail: detail}
@@ -394,15 +364,6 @@ func kubeSchedulerMetrics(port int) string {
 		histMean(fams["scheduler_scheduling_algorithm_duration_seconds"], "", ""),
 		histMean(fams["scheduler_framework_extension_point_duration_seconds"], "extension_point", "Bind"),
 		histMean(fams["scheduler_pod_scheduling_sli_duration_seconds"], "", ""))
-}
-
-func freePort(b *testing.B) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // deletePods deletes every pod of ns at once and waits until none is left.
