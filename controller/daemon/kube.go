@@ -99,23 +99,19 @@ func (k *kubeParts) runBinder(ctx context.Context) error {
 // replicaSets is the rollout's ReplicaSets for its status, with the pods
 // the binder has not placed and why.
 func (k *kubeParts) replicaSets(key api.Key) []rollout.ReplicaSetStatus {
-	var out []rollout.ReplicaSetStatus
-	for _, rs := range k.workloads.Status(key) {
-		s := rollout.ReplicaSetStatus{
-			Name: rs.Name, Hash: rs.Hash, Version: rs.Version, Role: rs.Role,
-			Desired: rs.Desired, Replicas: rs.Replicas, Ready: rs.Ready, Zones: rs.Zones,
-		}
-		if k.binder != nil {
-			pending := k.binder.Pending(key.Namespace, labels.SelectorFromSet(labels.Set{workload.LabelRollout: key.Name, workload.LabelHash: rs.Hash}))
-			s.Pending = len(pending)
-			for _, p := range pending {
-				if p.Message != "" {
-					s.Unschedulable = p.Message
-					break
-				}
+	sets := k.workloads.Status(key)
+	if k.binder == nil {
+		return sets
+	}
+	for i, s := range sets {
+		pending := k.binder.Pending(key.Namespace, labels.SelectorFromSet(labels.Set{workload.LabelRollout: key.Name, workload.LabelHash: s.Hash}))
+		sets[i].Pending = len(pending)
+		for _, p := range pending {
+			if p.Message != "" {
+				sets[i].Unschedulable = p.Message
+				break
 			}
 		}
-		out = append(out, s)
 	}
-	return out
+	return sets
 }

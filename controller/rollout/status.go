@@ -31,14 +31,17 @@ type Status struct {
 // rollouts get` shows it: its version and role, desired and Ready pods,
 // the zones its Ready pods run in, and why pods wait to be placed.
 type ReplicaSetStatus struct {
-	Name     string `json:"name"`
-	Hash     string `json:"hash"`
-	Version  string `json:"version"`
+	Name    string `json:"name"`
+	Hash    string `json:"hash"`
+	Version string `json:"version"`
+	// Role is stable, canary, old (draining) or inactive (history).
 	Role     string `json:"role"`
+	Revision int64  `json:"revision"`
 	Desired  int32  `json:"desired"`
 	Replicas int32  `json:"replicas"`
 	Ready    int32  `json:"ready"`
-	// Zones counts Ready pods per zone of their node.
+	// Zones counts Ready pods per zone of their node (pods on nodes without
+	// a zone label are not counted).
 	Zones map[string]int `json:"zones,omitempty"`
 	// Pending counts its pods not placed on a node yet; Unschedulable is
 	// the scheduler's reason for the first of them, once it has one.

@@ -6,23 +6,13 @@ import (
 	"strconv"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/rollout"
 )
 
-// ReplicaSetStatus is one of a rollout's ReplicaSets for the API and the
-// CLI (`sluice get rollout`).
-type ReplicaSetStatus struct {
-	Name     string `json:"name"`
-	Hash     string `json:"hash"`
-	Version  string `json:"version"`
-	Role     string `json:"role"` // stable, canary, old or inactive
-	Revision int64  `json:"revision"`
-	Desired  int32  `json:"desired"`
-	Replicas int32  `json:"replicas"`
-	Ready    int32  `json:"ready"`
-	// Zones counts its Ready pods per zone of their node (pods on nodes
-	// without a zone label are not counted).
-	Zones map[string]int `json:"zones,omitempty"`
-}
+// ReplicaSetStatus is one of a rollout's ReplicaSets as the API and the
+// CLI (`sluice get rollout`) show it; Status fills all but the pending
+// pods, which the binder knows.
+type ReplicaSetStatus = rollout.ReplicaSetStatus
 
 // Status lists the rollout's ReplicaSets, newest revision first.
 func (m *Manager) Status(key api.Key) []ReplicaSetStatus {
