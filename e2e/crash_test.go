@@ -319,6 +319,13 @@ func (c *crashRig) drive(prev string) {
 			return s.Phase == rollout.PhaseHealthy
 		}))
 	case st.Commit == cur && st.CanaryVersion == "" && c.landedAt[cur+"/healthy"] > 0:
+		// A step waits for the ACK of the clients that are connected; one
+		// pushed while all of them are still in reconnect back-off after
+		// the last kill goes on at once, they keep routing to the old
+		// version, and the analysis measures a canary without traffic
+		// ("no data"). Push once they are back, so that the analysis step
+		// has something to measure.
+		c.waitClients()
 		c.commits = append(c.commits, c.push(len(c.commits)+1))
 	case prev == st.Commit+"/"+crashWhere(st) && st.CanaryVersion != "" && st.StepIndex != crashFinalStep && c.landedAt[prev] >= 2:
 		c.see(c.d.waitStatus(crashName, 60*time.Second, "progress after two kills in one step", func(s httpapi.RolloutStatus) bool {
@@ -443,11 +450,8 @@ func (c *crashRig) compare(kill int, before, after httpapi.RolloutStatus) {
 	}
 }
 
-// resync waits until every client is connected to the restarted daemon
-// and then until they route as its status says: a client that reconnects
-// applies the routes it is sent a moment later, so a count is taken again
-// (up to 15s) while it disagrees or the weights move during it.
-func (c *crashRig) resync(lg *probe.LoadGen) string {
+// waitClients waits until every client is connected to the daemon again.
+func (c *crashRig) waitClients() {
 	c.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for c.d.metric("sluice_xds_clients") < crashClients {
@@ -456,7 +460,16 @@ func (c *crashRig) resync(lg *probe.LoadGen) string {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	deadline = time.Now().Add(15 * time.Second)
+}
+
+// resync waits until every client is connected to the restarted daemon
+// and then until they route as its status says: a client that reconnects
+// applies the routes it is sent a moment later, so a count is taken again
+// (up to 15s) while it disagrees or the weights move during it.
+func (c *crashRig) resync(lg *probe.LoadGen) string {
+	c.t.Helper()
+	c.waitClients()
+	deadline := time.Now().Add(15 * time.Second)
 	for count := 1; ; count++ {
 		first := c.status()
 		o := observe(c.t, lg, 25).Class[probe.DefaultClass]
