@@ -18,6 +18,9 @@ const (
 	ClassHigh   Class = "High"
 	ClassLow    Class = "Low"
 	ClassNoData Class = "NoData"
+	// ClassOpen is a sequential verdict not reached yet: keep measuring.
+	// Still open when the window ends, it is Inconclusive, never Pass.
+	ClassOpen Class = "Open"
 )
 
 // Score thresholds of a judged run (Kayenta's defaults).
@@ -33,7 +36,11 @@ type Judgement struct {
 	CanaryMedian   float64
 	BaselineMedian float64
 	// Allowed is the margin the interval must clear: tolerance × |shift|.
-	Allowed            float64
+	Allowed float64
+	// Lower and Upper bound the shift at Confidence, by inverting the
+	// test (ShiftInterval): they agree with the decision even on tied,
+	// discrete samples, where Test's Hodges–Lehmann bounds do not.
+	Lower, Upper       float64
 	CanaryN, BaselineN int
 	Confidence         float64
 	MinSamples         int
@@ -53,9 +60,22 @@ func (j Judgement) String() string {
 	if j.Class == ClassNoData {
 		return fmt.Sprintf("not enough data: canary %d, baseline %d samples (minSamples %d)", j.CanaryN, j.BaselineN, j.MinSamples)
 	}
-	return fmt.Sprintf("%s: canary median %s vs baseline %s, shift %s, %g%% CI [%s, %s], band ±%s, p=%.3g",
+	return fmt.Sprintf("%s: canary median %s vs baseline %s, shift %s, %g%% interval [%s, %s], allowed ±%s, p=%.3g: %s",
 		j.Class, short(j.CanaryMedian), short(j.BaselineMedian), short(j.Test.Shift),
-		j.Confidence*100, short(j.Test.Lower), short(j.Test.Upper), short(j.Allowed), j.Test.P)
+		j.Confidence*100, short(j.Lower), short(j.Upper), short(j.Allowed), j.Test.P, verdictWord(j.Class))
+}
+
+// verdictWord is how an explanation ends.
+func verdictWord(c Class) string {
+	switch c {
+	case ClassPass:
+		return "passed"
+	case ClassHigh, ClassLow:
+		return "failed"
+	case ClassOpen:
+		return "undecided so far"
+	}
+	return "inconclusive"
 }
 
 // short prints 4 significant digits: enough to read a verdict.
@@ -85,12 +105,14 @@ func JudgeConfig(c api.JudgeProvider) api.JudgeProvider {
 	return c
 }
 
-// Judge classifies canary samples against baseline samples as Kayenta's
-// Mann-Whitney classifier does: a metric is High (Low) when the whole
-// confidence interval of the Hodges–Lehmann shift lies above (below) the
-// band ±tolerance·|shift| and the test is significant. The band makes a
-// verdict need an interval that clears zero by a margin proportional to
-// the effect, which keeps false alarms from noisy samples rare. Only the
+// Judge classifies canary samples against baseline samples with the
+// Mann-Whitney test: a metric is High (Low) when the test is significant
+// and the interval of the shift lies above (below) the band
+// ±tolerance·|Hodges–Lehmann shift|, as in Kayenta. Unlike Kayenta, the
+// interval is the test inverted (ShiftInterval), not the Hodges–Lehmann
+// order statistics: on tied samples (an error ratio that is 0 in most
+// steps) those sit on the tied differences and include 0 while the
+// test's p-value is 1e-5, which passed clear regressions. Only the
 // direction the config calls bad can fail. Fewer than minSamples on
 // either side is NoData: never a pass. NaN samples (no traffic in that
 // step) are dropped.
@@ -108,12 +130,13 @@ func Judge(canary, baseline []float64, c api.JudgeProvider) Judgement {
 	j.CanaryMedian, j.BaselineMedian = median(canary), median(baseline)
 	j.Test = MannWhitneyU(canary, baseline, c.Confidence)
 	j.Allowed = c.Tolerance * math.Abs(j.Test.Shift)
+	j.Lower, j.Upper = ShiftInterval(canary, baseline, c.Confidence)
 	significant := j.Test.P < 1-c.Confidence
 	j.Class = ClassPass
 	switch {
-	case significant && j.Test.Lower > j.Allowed && c.Direction != api.DirectionDecrease:
+	case significant && j.Lower > j.Allowed && c.Direction != api.DirectionDecrease:
 		j.Class = ClassHigh
-	case significant && j.Test.Upper < -j.Allowed && c.Direction != api.DirectionIncrease:
+	case significant && j.Upper < -j.Allowed && c.Direction != api.DirectionIncrease:
 		j.Class = ClassLow
 	}
 	return j
