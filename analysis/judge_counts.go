@@ -84,7 +84,7 @@ func (j CountJudgement) ratioWords() string {
 func (j CountJudgement) allowedWords() string {
 	switch j.Direction {
 	case api.DirectionDecrease:
-		return times(1/j.Allowed)
+		return times(1 / j.Allowed)
 	case api.DirectionEither:
 		return times(1/j.Allowed) + " to " + times(j.Allowed)
 	}
