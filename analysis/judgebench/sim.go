@@ -96,7 +96,7 @@ type Data struct {
 
 // Tally is one method's outcome on one scenario.
 type Tally struct {
-	Method, Scenario string
+	Method, Scenario  string
 	Aborts, Undecided [2]int // by Variant
 	// AbortTimes of regressed canaries, for the median time to verdict.
 	AbortTimes []time.Duration
