@@ -45,6 +45,8 @@ type Judgement struct {
 	Confidence         float64
 	MinSamples         int
 	Direction          api.Direction
+	// Unit is appended to values in explanations ("s", "%"); may be empty.
+	Unit string
 }
 
 // Score is the metric's contribution: 100 for Pass, 0 otherwise.
@@ -60,9 +62,17 @@ func (j Judgement) String() string {
 	if j.Class == ClassNoData {
 		return fmt.Sprintf("not enough data: canary %d, baseline %d samples (minSamples %d)", j.CanaryN, j.BaselineN, j.MinSamples)
 	}
+	v := func(f float64) string { return withUnit(short(f), j.Unit) }
 	return fmt.Sprintf("%s: canary median %s vs baseline %s, shift %s, %g%% interval [%s, %s], allowed ±%s, p=%.3g: %s",
-		j.Class, short(j.CanaryMedian), short(j.BaselineMedian), short(j.Test.Shift),
-		j.Confidence*100, short(j.Lower), short(j.Upper), short(j.Allowed), j.Test.P, verdictWord(j.Class))
+		j.Class, v(j.CanaryMedian), v(j.BaselineMedian), v(j.Test.Shift),
+		j.Confidence*100, v(j.Lower), v(j.Upper), v(j.Allowed), j.Test.P, verdictWord(j.Class))
+}
+
+func withUnit(s, unit string) string {
+	if unit == "" {
+		return s
+	}
+	return s + " " + unit
 }
 
 // verdictWord is how an explanation ends.
@@ -121,7 +131,7 @@ func Judge(canary, baseline []float64, c api.JudgeProvider) Judgement {
 	canary, baseline = finite(canary), finite(baseline)
 	j := Judgement{
 		CanaryN: len(canary), BaselineN: len(baseline),
-		Confidence: c.Confidence, MinSamples: c.MinSamples, Direction: c.Direction,
+		Confidence: c.Confidence, MinSamples: c.MinSamples, Direction: c.Direction, Unit: c.Unit,
 	}
 	if len(canary) < c.MinSamples || len(baseline) < c.MinSamples {
 		j.Class = ClassNoData

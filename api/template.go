@@ -124,7 +124,8 @@ type JudgeProvider struct {
 	CanaryTotalQuery    string `json:"canaryTotalQuery,omitempty"`
 	BaselineErrorsQuery string `json:"baselineErrorsQuery,omitempty"`
 	BaselineTotalQuery  string `json:"baselineTotalQuery,omitempty"`
-	// Unit names the events in explanations; "errors" when empty.
+	// Unit names the counted events ("errors" when empty) or the unit of
+	// the samples, in explanations.
 	Unit string `json:"unit,omitempty"`
 	// Mode is fixed (decide on the whole lookback window) or sequential
 	// (decide as soon as the evidence suffices; count mode only).
