@@ -42,22 +42,21 @@ type mixture struct {
 }
 
 func newMixture(r0 float64, up bool) *mixture {
-	m := &mixture{r0: r0}
+	m := &mixture{r0: r0, logLike: make([]float64, mixtureGrid)}
+	weights := make([]float64, mixtureGrid)
 	var total float64
-	for k := 1; k <= mixtureGrid; k++ {
-		u := mixtureSpan * float64(k) / mixtureGrid
-		w := math.Exp(-u * u / (2 * mixtureScale * mixtureScale))
+	for k := range mixtureGrid {
+		u := mixtureSpan * float64(k+1) / mixtureGrid
+		weights[k] = math.Exp(-u * u / (2 * mixtureScale * mixtureScale))
+		total += weights[k]
 		if !up {
 			u = -u
 		}
 		m.ratios = append(m.ratios, r0*math.Exp(u))
-		m.logW = append(m.logW, w)
-		total += w
 	}
-	for k := range m.logW {
-		m.logW[k] = math.Log(m.logW[k] / total)
+	for _, w := range weights {
+		m.logW = append(m.logW, math.Log(w/total))
 	}
-	m.logLike = make([]float64, mixtureGrid)
 	return m
 }
 
@@ -96,7 +95,9 @@ func (m *mixture) evidence() float64 {
 }
 
 // JudgeCountsSequential judges counts step by step and stops at the first
-// step where the evidence suffices either way:
+// step where the evidence suffices either way. The interval in the
+// verdict is the fixed-horizon one over the counts so far, for reading;
+// the decision rests on the mixture tests:
 //   - High: a mixture test of "the canary's rate is no higher" (R ≤ 1)
 //     crosses 2/(1-confidence), and the ratio so far exceeds 1+tolerance;
 //   - Pass: a mixture test of "the canary is worse than allowed"

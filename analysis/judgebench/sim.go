@@ -114,9 +114,11 @@ type Result struct {
 func Run(c Config, methods []Method) Result {
 	start := time.Now()
 	var scenarios []Scenario
-	for _, s := range Scenarios {
+	var ids []uint64 // index in Scenarios: a canary's random stream does not depend on -run
+	for i, s := range Scenarios {
 		if c.Only == nil || c.Only.MatchString(s.Name) {
 			scenarios = append(scenarios, s)
+			ids = append(ids, uint64(i))
 		}
 	}
 	res := Result{Config: c}
@@ -138,7 +140,7 @@ func Run(c Config, methods []Method) Result {
 			defer wg.Done()
 			for j := range jobs {
 				// One stream per canary: results do not depend on scheduling.
-				rng := rand.New(rand.NewPCG(c.Seed, uint64(j.sc)<<40|uint64(j.v)<<32|uint64(j.idx)))
+				rng := rand.New(rand.NewPCG(c.Seed, ids[j.sc]<<40|uint64(j.v)<<32|uint64(j.idx)))
 				d := simulate(rng, c, scenarios[j.sc], j.v)
 				verdicts := make([]Verdict, len(methods))
 				for i, m := range methods {

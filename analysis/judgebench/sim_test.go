@@ -50,6 +50,16 @@ func TestRunSmall(t *testing.T) {
 			t.Fatalf("not reproducible: %+v vs %+v", again.Tallies[i], r.Tallies[i])
 		}
 	}
+	// -run keeps each canary's random stream.
+	c.Only = nil
+	all := Run(c, Methods)
+	for _, tl := range r.Tallies {
+		for _, full := range all.Tallies {
+			if full.Scenario == tl.Scenario && full.Method == tl.Method && (full.Aborts != tl.Aborts || full.Undecided != tl.Undecided) {
+				t.Fatalf("%s / %s differs with -run: %+v vs %+v", tl.Scenario, tl.Method, tl, full)
+			}
+		}
+	}
 	var b strings.Builder
 	Print(&b, r, "1.00")
 	if !strings.Contains(b.String(), "| scenario | method | detected (regressed) | false aborts (healthy) |") {
