@@ -154,6 +154,7 @@ func (m *machine) rollback(commit string, r *api.Rollout) {
 	m.clearWait()
 	m.s.BackgroundRun = ""
 	canaryVersion, canaryHash, canarySpec := m.s.CanaryVersion, m.s.CanaryHash, m.s.Spec
+	baseline := m.s.runningBaseline()
 	m.s.Spec = r
 	m.s.StableSpec = r
 	m.s.Commit = commit
@@ -171,6 +172,7 @@ func (m *machine) rollback(commit string, r *api.Rollout) {
 	if served {
 		m.drain(canaryVersion, canaryHash, canarySpec, m.s.workload().AbortScaleDownDelay)
 	}
+	m.drainBaseline(baseline, m.s.workload().AbortScaleDownDelay)
 }
 
 // newCanary starts the steps from the first for r's version; a canary in
@@ -182,6 +184,7 @@ func (m *machine) newCanary(commit string, r *api.Rollout) {
 	}
 	served := m.s.canaryServed()
 	oldVersion, oldHash, oldSpec := m.s.CanaryVersion, m.s.CanaryHash, m.s.Spec
+	baseline := m.s.runningBaseline()
 	m.stopAll()
 	m.clearWait() // an abort waiting for stable pods: its traffic moves now
 	m.s.Spec = r
@@ -203,6 +206,7 @@ func (m *machine) newCanary(commit string, r *api.Rollout) {
 	if served && oldHash != m.s.CanaryHash {
 		m.drain(oldVersion, oldHash, oldSpec, m.s.workload().ScaleDownDelay)
 	}
+	m.drainBaseline(baseline, m.s.workload().ScaleDownDelay)
 	reason := fmt.Sprintf("canary %s against stable %s", r.Version, m.s.StableVersion)
 	if r.Version == m.s.StableVersion {
 		reason = fmt.Sprintf("canary %s (pod template %s) against stable %s (pod template %s)", r.Version, m.s.CanaryHash, m.s.StableVersion, m.s.StableHash)
