@@ -36,14 +36,21 @@ func (s State) stableSpecOrSpec() *api.Rollout {
 // canary of another pod template takes traffic (or waits to), for a
 // rollout that wants one.
 func (s State) baseline() (string, bool) {
-	if !s.wantsBaseline() || !s.canaryServed() || s.CanaryHash == "" || s.CanaryHash == s.StableHash {
-		return "", false
+	h := s.canaryBaseline()
+	return h, h != "" && s.canaryServed()
+}
+
+// canaryBaseline is the hash of the current canary's baseline, served or
+// not (an aborted canary's, which may still have pods): "" without a
+// canary of another pod template or when the rollout wants no baseline.
+func (s State) canaryBaseline() string {
+	if !s.wantsBaseline() || s.CanaryVersion == "" || s.CanaryHash == "" || s.CanaryHash == s.StableHash {
+		return ""
 	}
-	st := s.stableSpecOrSpec()
-	if st.Workload == nil || st.Workload.BaselineHash == "" {
-		return "", false
+	if st := s.stableSpecOrSpec(); st.Workload != nil {
+		return st.Workload.BaselineHash
 	}
-	return st.Workload.BaselineHash, true
+	return ""
 }
 
 // baselineReplicas is the baseline's size: the canary's while the canary
@@ -88,10 +95,11 @@ type baselineRun struct {
 	spec          *api.Rollout
 }
 
-// runningBaseline is the baseline running now (hash "" when none).
+// runningBaseline is the current canary's baseline (hash "" when none);
+// drain skips it if it runs no pods and gets no traffic.
 func (s State) runningBaseline() baselineRun {
-	h, ok := s.baseline()
-	if !ok {
+	h := s.canaryBaseline()
+	if h == "" {
 		return baselineRun{}
 	}
 	return baselineRun{version: s.StableVersion, hash: h, spec: s.stableSpecOrSpec()}
