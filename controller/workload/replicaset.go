@@ -34,6 +34,9 @@ func replicaSetApply(namespace, rolloutName string, step applyStep, schedulePods
 	}
 	ours := ourLabels(rolloutName, s.Hash)
 	tmpl := spec.Template.DeepCopy()
+	if isBaseline(s) {
+		tmpl = api.BaselineTemplate(&spec.Template)
+	}
 	tmpl.Labels = withLabels(tmpl.Labels, ours)
 	if schedulePods {
 		tmpl.Spec.SchedulerName = SchedulerName
@@ -54,6 +57,14 @@ func replicaSetApply(namespace, rolloutName string, step applyStep, schedulePods
 			WithMinReadySeconds(spec.MinReadySeconds).
 			WithSelector(selectorApply(spec.Selector, s.Hash)).
 			WithTemplate(template)), nil
+}
+
+// isBaseline reports whether s runs the baseline of its spec's version:
+// by hash rather than role, so that a draining baseline (role old) keeps
+// its template and its pods.
+func isBaseline(s rollout.WorkloadSet) bool {
+	w := s.Spec.Workload
+	return w != nil && w.BaselineHash != "" && s.Hash == w.BaselineHash
 }
 
 // ourLabels are the labels of a set's ReplicaSet and of its pods.

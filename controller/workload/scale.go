@@ -194,7 +194,7 @@ func (m *Manager) deleteReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet) e
 // Service named for it) when the pods declare no port to send traffic to.
 func checkPorts(sets []rollout.WorkloadSet) error {
 	for _, s := range sets {
-		if s.Spec == nil || (s.Role != rollout.RoleStable && s.Role != rollout.RoleCanary) {
+		if s.Spec == nil || (s.Role != rollout.RoleStable && s.Role != rollout.RoleCanary && s.Role != rollout.RoleBaseline) {
 			continue
 		}
 		if w := s.Spec.Workload; w != nil && (s.Role == rollout.RoleStable && w.StableService != "" ||
@@ -202,10 +202,15 @@ func checkPorts(sets []rollout.WorkloadSet) error {
 			continue
 		}
 		cs := s.Spec.Spec.Template.Spec.Containers
-		if len(cs) > 0 && len(cs[0].Ports) == 0 {
-			return fmt.Errorf("%s version %s: the first container declares no port and no %sService is named: sluice cannot tell where to send its traffic",
-				s.Role, s.Version, s.Role)
+		if len(cs) == 0 || len(cs[0].Ports) > 0 {
+			continue
 		}
+		if s.Role == rollout.RoleBaseline {
+			// No Service selects a baseline: its endpoints always come from its pods.
+			return fmt.Errorf("baseline of version %s: the first container declares no port: sluice cannot tell where to send its traffic", s.Version)
+		}
+		return fmt.Errorf("%s version %s: the first container declares no port and no %sService is named: sluice cannot tell where to send its traffic",
+			s.Role, s.Version, s.Role)
 	}
 	return nil
 }
