@@ -74,6 +74,12 @@ type Workload struct {
 // have a pod-template hash of their own, as Argo's experiment pods do.
 const BaselineLabel = "sluice.io/baseline"
 
+// BaselineOfAnnotation, on a baseline's pod template, is the pod-template
+// hash of the canary the baseline runs beside: sluice's scheduler places
+// the baseline's pods in that canary's zones. It is not part of
+// BaselineHash, so a baseline kept for a new canary keeps its hash.
+const BaselineOfAnnotation = "sluice.io/baseline-of"
+
 // BaselineTemplate is the pod template of t's baseline: a copy of t with
 // BaselineLabel.
 func BaselineTemplate(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {

@@ -43,6 +43,9 @@ func TestScaleRunsBaseline(t *testing.T) {
 	if !maps.Equal(rs.Spec.Template.Labels, wantPodLabels) || rs.Spec.Template.Spec.Containers[0].Image != "shop/co:v1" {
 		t.Errorf("pod template labels %v image %s, want %v and the stable's image", rs.Spec.Template.Labels, rs.Spec.Template.Spec.Containers[0].Image, wantPodLabels)
 	}
+	if a := rs.Spec.Template.Annotations[api.BaselineOfAnnotation]; a != "h2" {
+		t.Errorf("pod template annotation %s = %q, want the canary's hash h2", api.BaselineOfAnnotation, a)
+	}
 	if l := e.getRS("co-h1").Spec.Template.Labels; l[api.BaselineLabel] != "" {
 		t.Errorf("stable pods labelled as baseline: %v", l)
 	}

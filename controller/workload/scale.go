@@ -47,7 +47,7 @@ func (m *Manager) Scale(ctx context.Context, a rollout.ScaleWorkloads) error {
 		return fmt.Errorf("scale %s: %w", key, err)
 	}
 	for _, step := range plan.Apply {
-		if err := m.applySet(ctx, key, step); err != nil {
+		if err := m.applySet(ctx, key, step, baselineOf(a.Sets, step, have)); err != nil {
 			return fmt.Errorf("scale %s: %w", key, err)
 		}
 	}
@@ -107,8 +107,32 @@ func (m *Manager) listCandidates(ctx context.Context, key api.Key, sets []rollou
 	return out, nil
 }
 
-func (m *Manager) applySet(ctx context.Context, key api.Key, step applyStep) error {
-	ac, err := replicaSetApply(key.Namespace, key.Name, step, m.schedulePods)
+// baselineOf is the canary hash a baseline set runs beside: the canary of
+// the same Scale for a baseline, what its ReplicaSet already says for a
+// draining one (so that its template does not change), "" for any other
+// set.
+func baselineOf(sets []rollout.WorkloadSet, step applyStep, have []*appsv1.ReplicaSet) string {
+	if step.Set.Spec == nil || !isBaseline(step.Set) {
+		return ""
+	}
+	if step.Set.Role == rollout.RoleBaseline {
+		for _, s := range sets {
+			if s.Role == rollout.RoleCanary {
+				return s.Hash
+			}
+		}
+		return ""
+	}
+	for _, rs := range have {
+		if rs.Name == step.Name {
+			return rs.Spec.Template.Annotations[api.BaselineOfAnnotation]
+		}
+	}
+	return ""
+}
+
+func (m *Manager) applySet(ctx context.Context, key api.Key, step applyStep, baselineOf string) error {
+	ac, err := replicaSetApplyBeside(key.Namespace, key.Name, step, m.schedulePods, baselineOf)
 	if err != nil {
 		return fmt.Errorf("replicaset %s: %w", step.Name, err)
 	}
