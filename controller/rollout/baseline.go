@@ -42,9 +42,21 @@ func (s State) baseline() (string, bool) {
 
 // canaryBaseline is the hash of the current canary's baseline, served or
 // not (an aborted canary's, which may still have pods): "" without a
-// canary of another pod template or when the rollout wants no baseline.
+// canary or when it started without a baseline.
 func (s State) canaryBaseline() string {
-	if !s.wantsBaseline() || s.CanaryVersion == "" || s.CanaryHash == "" || s.CanaryHash == s.StableHash {
+	if s.CanaryVersion == "" || !s.kubernetes() {
+		return ""
+	}
+	return s.BaselineHash
+}
+
+// newBaselineHash is the baseline a canary starting now runs beside: the
+// stable's baseline hash when the rollout wants one and the canary has
+// another pod template, else "". It is fixed for the canary's life
+// (State.BaselineHash), so a strategy edit mid-canary neither starts nor
+// drops a baseline that traffic may depend on.
+func (s State) newBaselineHash() string {
+	if !s.wantsBaseline() || s.CanaryHash == "" || s.CanaryHash == s.StableHash {
 		return ""
 	}
 	if st := s.stableSpecOrSpec(); st.Workload != nil {
@@ -78,11 +90,12 @@ func (s State) routedWeights() api.Weights {
 // runs, the stable's otherwise, so that the baseline cluster exists for
 // as long as the rollout wants a baseline.
 func (s State) baselineTraffic(t *api.Traffic) {
-	if !s.wantsBaseline() || s.StableHash == "" {
+	h, running := s.baseline()
+	if !s.wantsBaseline() && !running || s.StableHash == "" {
 		return
 	}
 	t.BaselineVersion, t.BaselineWorkload = s.StableVersion, s.StableHash
-	if h, ok := s.baseline(); ok {
+	if running {
 		t.BaselineWorkload = h
 		t.Weights = s.Weights.WithBaseline()
 	}

@@ -251,6 +251,7 @@ func (m *machine) promote(reason string) {
 	m.s.StableSpec = m.s.Spec
 	m.s.CanaryVersion = ""
 	m.s.CanaryHash = ""
+	m.s.BaselineHash = ""
 	m.s.Weights = api.CanaryWeights(0)
 	m.s.HeaderRoutes = nil
 	m.s.MirrorRoutes = nil

@@ -47,6 +47,7 @@ func (m *machine) first(commit string, r *api.Rollout) {
 	m.s.StableHash = specHash(r)
 	m.s.StableSpec = r
 	m.s.CanaryVersion = ""
+	m.s.BaselineHash = ""
 	m.s.Weights = api.CanaryWeights(0)
 	m.s.StepIndex = m.s.StepCount()
 	m.s.Cursor = CursorDone
@@ -160,6 +161,7 @@ func (m *machine) rollback(commit string, r *api.Rollout) {
 	m.s.Commit = commit
 	m.s.CanaryVersion = ""
 	m.s.CanaryHash = ""
+	m.s.BaselineHash = ""
 	m.s.Aborted = false
 	m.s.AbortReason = ""
 	m.s.Attempt = 0
@@ -194,6 +196,7 @@ func (m *machine) newCanary(commit string, r *api.Rollout) {
 	m.s.BackgroundRun = ""
 	m.s.CanaryVersion = r.Version
 	m.s.CanaryHash = specHash(r)
+	m.s.BaselineHash = m.s.newBaselineHash()
 	m.s.Aborted = false
 	m.s.AbortReason = ""
 	m.s.Attempt = 0

@@ -522,9 +522,6 @@ func checkInvariants(s State) error {
 			return fmt.Errorf("bad routed weights %+v", rw)
 		}
 	}
-	if h, ok := s.baseline(); ok && s.routedWeights().Baseline > 0 && s.pods(h).Ready == 0 {
-		return fmt.Errorf("baseline %s gets %d%% with no Ready pods", h, s.routedWeights().Baseline)
-	}
 	w := s.Weights
 	if w.Stable < 0 || w.Stable > 100 || w.Canary < 0 || w.Canary > 100 || w.Stable+w.Canary != 100 {
 		if s.Spec != nil {
