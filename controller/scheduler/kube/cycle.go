@@ -100,17 +100,11 @@ func (b *Binder) deferBaselineLocked(ps *pendingState) bool {
 	if time.Since(ps.FirstSeen) >= baselineWait {
 		return false
 	}
-	for key := range b.assumed {
-		if ps := b.pending[key]; ps != nil && ps.spec.Group == group {
-			return false
-		}
+	placed := 0
+	if err := b.sched.Update(func(g *scheduler.Graph) error { placed = g.GroupSize(group); return nil }); err != nil {
+		return false
 	}
-	for _, bp := range b.bound {
-		if bp.pod.Group == group {
-			return false
-		}
-	}
-	return true // no canary pod yet
+	return placed == 0 // no canary pod yet
 }
 
 // schedulable returns the pod behind key when it is still a Pending pod of
