@@ -76,6 +76,7 @@ var (
 		`spec b1 version=v1 hash=h1 baseline=b1 replicas=2 ` + kSteps,
 		`spec b2 version=v2 hash=h2 baseline=b2 replicas=2 ` + kSteps,
 		`spec b3 version=v3 hash=h3 baseline=b3 replicas=2 ` + kSteps,
+		`spec b2-nojudge version=v2 hash=h2 replicas=2 ` + kSteps,
 	}
 	kbHealthy      = append(kbSpecs[:len(kbSpecs):len(kbSpecs)], "change b1 commit=aaaaaaa1", "pods h1 ready=2", "ack")
 	kbAwaitPods    = append(kbHealthy[:len(kbHealthy):len(kbHealthy)], "change b2 commit=bbbbbbb2")
@@ -240,6 +241,7 @@ func TestTransitions(t *testing.T) {
 		{"k8s baseline: promotion takes the baseline's traffic, it drains", kbPromoWait, "pods h2 ready=2", PhaseProgressing, 5, 0, false, []string{"set-traffic", "scale-workloads", "cancel-timer"}},
 		{"k8s baseline: promotion ack starts the baseline's delay with the old stable's", kbPromoting, "ack", PhaseHealthy, 5, 0, false, []string{"start-timer", "start-timer", "rollout-completed"}},
 		{"k8s baseline: gone after its delay", kbPromoAcked, "fire scaledown/b1", PhaseHealthy, 5, 0, false, []string{"scale-workloads"}},
+		{"k8s baseline: an edit that drops the judge mid-canary keeps the baseline and its traffic", kbPause, "change b2-nojudge commit=ccccccc3 class=StrategyEdit", PhasePaused, 1, 50, false, []string{}},
 		{"k8s baseline: a new canary against the same stable keeps the baseline", kbPause, "change b3 commit=ccccccc3", PhaseProgressing, 0, 0, false, []string{"set-traffic", "scale-workloads", "cancel-timer", "rollout-started", "start-timer"}},
 	}
 	for _, tt := range tests {
