@@ -73,4 +73,17 @@ func TestGRPCClientsBaseline(t *testing.T) {
 			})
 		})
 	}
+	t.Run("no baseline any more", func(t *testing.T) {
+		// The judge left the strategy: the rollout goes back to two
+		// clusters, and the client lets the third go.
+		tr := traffic(api.Weights{Stable: 100})
+		tr.BaselineVersion, tr.BaselineWorkload, tr.BaselineEndpoints = "", "", nil
+		publish(t, tr)
+		if got := count(t, cc, 50); got["stable"] != 50 {
+			t.Errorf("calls %v, want all on stable", got)
+		}
+		eventually(t, 10*time.Second, "the baseline cluster unsubscribed", func() bool {
+			return srv.subscribers(cds, ClusterName(checkout, Baseline)) == 0 && srv.subscribers(cds, ClusterName(checkout, Canary)) == 1
+		})
+	})
 }
