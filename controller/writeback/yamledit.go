@@ -21,6 +21,9 @@ var ErrNoRollout = errors.New("no such rollout in the file")
 // expected: someone changed it.
 var ErrImageChanged = errors.New("the image is not the expected one")
 
+// errParse marks a file that is not YAML: a search for a Rollout skips it.
+var errParse = errors.New("parse")
+
 // imageScalar is where a Rollout's first container image is written: the
 // byte range of the scalar (quotes included, anchor and tag excluded).
 type imageScalar struct {
@@ -83,7 +86,7 @@ func findImage(src []byte, key api.Key) (imageScalar, error) {
 			return imageScalar{}, ErrNoRollout
 		}
 		if err != nil {
-			return imageScalar{}, fmt.Errorf("parse: %w", err)
+			return imageScalar{}, fmt.Errorf("%w: %w", errParse, err)
 		}
 		if len(doc.Content) == 0 || !isRollout(doc.Content[0], key) {
 			continue
