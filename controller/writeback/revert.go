@@ -21,6 +21,11 @@ import (
 	"github.com/sluice-dev/sluice/gitwatch"
 )
 
+// ErrCannotEdit marks a revert that retrying cannot help: the file holds
+// the Rollout in a form sluice does not edit (an aliased image, a block
+// scalar), or it no longer parses.
+var ErrCannotEdit = errors.New("cannot edit the strategy file")
+
 // Trailers sluice writes into its revert commits, for tools and for sluice
 // itself.
 const (
@@ -195,7 +200,7 @@ func (r *Reverter) prepare(repo *git.Repository, head plumbing.Hash, req RevertR
 	}
 	image, line, err := ImageOf(src, req.Rollout)
 	if err != nil {
-		return RevertResult{}, plumbing.ZeroHash, fmt.Errorf("%s: %w", file, err)
+		return RevertResult{}, plumbing.ZeroHash, fmt.Errorf("%w: %s: %w", ErrCannotEdit, file, err)
 	}
 	switch image {
 	case req.Failed:
@@ -212,7 +217,7 @@ func (r *Reverter) prepare(repo *git.Repository, head plumbing.Hash, req RevertR
 	}
 	edited, err := SetImage(src, req.Rollout, req.Failed, req.Stable)
 	if err != nil {
-		return RevertResult{}, plumbing.ZeroHash, fmt.Errorf("%s: %w", file, err)
+		return RevertResult{}, plumbing.ZeroHash, fmt.Errorf("%w: %s: %w", ErrCannotEdit, file, err)
 	}
 	commit, err := r.commit(repo, c, file, edited, req)
 	if err != nil {

@@ -1,0 +1,141 @@
+package writeback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/alert"
+)
+
+// Events the writeback sends as alerts (and so on the event stream).
+const (
+	// EventWritebackSkipped: a revert was not made because someone changed
+	// the Rollout in the branch meanwhile (warning).
+	EventWritebackSkipped alert.Event = "writeback-skipped"
+	// EventWritebackFailed: a revert cannot be made at all (error).
+	EventWritebackFailed alert.Event = "writeback-failed"
+)
+
+// SinkName is the outbox name of the writeback sink. It must not change
+// across releases: the outbox remembers what it delivered under it.
+const SinkName = "git-writeback"
+
+// SinkOptions configure a Sink.
+type SinkOptions struct {
+	// Reverter makes the revert commits; nil makes none.
+	Reverter *Reverter
+	// Stable returns the rollout's stable version now; the abort alert
+	// names only the canary's.
+	Stable func(api.Key) (string, bool)
+	// Notify sends a follow-up alert (writeback-skipped, -failed); nil
+	// only logs.
+	Notify func(alert.Alert) error
+	Logger *slog.Logger
+}
+
+// Sink is the alert.Sink that writes verdicts back to git. Going through
+// the alert outbox gives it what it needs for free: the verdict is durable
+// before it acts, a failed push is retried with back-off, a crash replays
+// it, and a slow remote never blocks a rollout.
+type Sink struct {
+	opts SinkOptions
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	records map[api.Key]Record
+}
+
+var _ alert.Sink = (*Sink)(nil)
+
+// NewSink validates opts.
+func NewSink(opts SinkOptions) (*Sink, error) {
+	if opts.Reverter != nil && opts.Stable == nil {
+		return nil, errors.New("writeback sink: reverts need the stable version lookup")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Sink{opts: opts, log: opts.Logger, records: map[api.Key]Record{}}, nil
+}
+
+// Name implements alert.Sink.
+func (s *Sink) Name() string { return SinkName }
+
+// Record is what was written back for a rollout, for its status.
+type Record struct {
+	// Revert is the last revert's outcome ("" for none yet): reverted,
+	// already-stable, superseded, not-found, failed, or retrying.
+	Revert string `json:"revert,omitempty"`
+	// RevertCommit and RevertBranch say where the revert went.
+	RevertCommit string `json:"revertCommit,omitempty"`
+	RevertBranch string `json:"revertBranch,omitempty"`
+	// Message explains the outcome, or why nothing was written.
+	Message string `json:"message,omitempty"`
+}
+
+// Record returns what was written back for key since sluice started.
+func (s *Sink) Record(key api.Key) (Record, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.records[key]
+	return r, ok
+}
+
+func (s *Sink) record(key api.Key, r Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.records[key] = r
+}
+
+// Send implements alert.Sink. Only rollout-aborted leads to a revert; an
+// error means "retry later" (the outbox does), nil means done or given up
+// for good, which is then said in a follow-up alert.
+func (s *Sink) Send(ctx context.Context, a alert.Alert) error {
+	if a.Event != alert.EventRolloutAborted || s.opts.Reverter == nil {
+		return nil
+	}
+	key := api.ParseKey(a.Rollout)
+	stable, ok := s.opts.Stable(key)
+	if !ok || stable == "" || stable == a.Version {
+		s.log.Info("git writeback: nothing to revert", "rollout", a.Rollout, "stable", stable, "failed", a.Version)
+		return nil
+	}
+	res, err := s.opts.Reverter.Revert(ctx, RevertRequest{Rollout: key, Failed: a.Version, Stable: stable, Commit: a.Commit, Reason: a.Reason})
+	switch {
+	case errors.Is(err, ErrCannotEdit):
+		s.record(key, Record{Revert: "failed", Message: err.Error()})
+		s.notify(a, EventWritebackFailed, "revert not made: "+err.Error())
+		return nil
+	case err != nil:
+		s.record(key, Record{Revert: "retrying", Message: err.Error()})
+		return fmt.Errorf("revert %s: %w", a.Rollout, err)
+	}
+	s.record(key, Record{Revert: string(res.Outcome), RevertCommit: res.Commit, RevertBranch: res.Branch, Message: res.Message})
+	switch res.Outcome {
+	case Superseded, NotFound:
+		s.log.Warn("git writeback: revert skipped", "rollout", a.Rollout, "reason", res.Message)
+		s.notify(a, EventWritebackSkipped, res.Message)
+	}
+	return nil
+}
+
+// notify sends a follow-up alert about the abort alert a.
+func (s *Sink) notify(a alert.Alert, ev alert.Event, reason string) {
+	if s.opts.Notify == nil {
+		return
+	}
+	sev := alert.SeverityWarning
+	if ev == EventWritebackFailed {
+		sev = alert.SeverityError
+	}
+	follow := a
+	follow.ID, follow.Event, follow.Severity, follow.Reason = a.ID+"/"+string(ev), ev, sev, reason
+	follow.Metric, follow.Value, follow.Condition = "", "", ""
+	if err := s.opts.Notify(follow); err != nil {
+		s.log.Error("git writeback: send alert", "id", follow.ID, "err", err)
+	}
+}
