@@ -71,7 +71,9 @@ func testRevertFlow(t *testing.T, repo *gitRepo, flags []string) {
 	spec := rolloutSpec{Name: "wb", Host: "wb.e2e", Version: v1,
 		Endpoints: map[string]string{v1: b1.grpc, v2: b2.grpc, v3: b2.grpc}, Steps: "- setWeight: 30\n- pause: {}\n"}
 	// A comment and a second document: the revert must keep every byte.
-	file := func() string { return "# owned by team shop\n" + spec.yaml() + "---\n# another document\nkind: ConfigMap\n" }
+	file := func() string {
+		return "# owned by team shop\n" + spec.yaml() + "---\n# another document\nkind: ConfigMap\n"
+	}
 	const path = "deploy/wb.yaml"
 	repo.push("v1", map[string]string{path: file()})
 	stableFile := file()

@@ -86,4 +86,3 @@ func writebackRecord(s *writeback.Sink, key api.Key) (writeback.Record, bool) {
 	}
 	return s.Record(key)
 }
-

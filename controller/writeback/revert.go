@@ -343,4 +343,3 @@ func (g *gitOps) push(ctx context.Context, commit plumbing.Hash, branch string, 
 	}
 	return nil
 }
-
