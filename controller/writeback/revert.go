@@ -124,8 +124,11 @@ const (
 // RevertResult is what Revert did.
 type RevertResult struct {
 	Outcome Outcome
-	// Commit is the revert commit (Reverted), Branch where it went.
-	Commit, Branch string
+	// Commit is the revert commit (Reverted), Branch where it went, Base
+	// the followed branch.
+	Commit, Branch, Base string
+	// Subject and Body are the commit message's, for a pull request.
+	Subject, Body string
 	// File is the strategy file, relative to the repository root.
 	File string
 	// Message explains the outcome in one sentence.
@@ -161,7 +164,8 @@ func (r *Reverter) Revert(ctx context.Context, req RevertRequest) (RevertResult,
 		if err != nil || res.Outcome != Reverted {
 			return res, err
 		}
-		res.Branch = branch
+		res.Branch, res.Base = branch, branch
+		res.Subject, res.Body, _ = strings.Cut(RevertMessage(req), "\n\n")
 		target := branch
 		var lease *plumbing.Hash
 		if r.opts.PushBranch != "" {

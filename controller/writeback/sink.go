@@ -5,8 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
-
+	
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/alert"
 )
@@ -34,7 +33,12 @@ type SinkOptions struct {
 	// Notify sends a follow-up alert (writeback-skipped, -failed); nil
 	// only logs.
 	Notify func(alert.Alert) error
-	Logger *slog.Logger
+	// Forge, with ReverterOptions.PushBranch set, opens a pull request
+	// from that branch; nil only pushes it.
+	Forge Forge
+	// Records receives what was written back; nil keeps none.
+	Records *Records
+	Logger  *slog.Logger
 }
 
 // Sink is the alert.Sink that writes verdicts back to git. Going through
@@ -45,8 +49,6 @@ type Sink struct {
 	opts SinkOptions
 	log  *slog.Logger
 
-	mu      sync.Mutex
-	records map[api.Key]Record
 }
 
 var _ alert.Sink = (*Sink)(nil)
@@ -59,37 +61,14 @@ func NewSink(opts SinkOptions) (*Sink, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Sink{opts: opts, log: opts.Logger, records: map[api.Key]Record{}}, nil
+	if opts.Records == nil {
+		opts.Records = NewRecords()
+	}
+	return &Sink{opts: opts, log: opts.Logger}, nil
 }
 
 // Name implements alert.Sink.
 func (s *Sink) Name() string { return SinkName }
-
-// Record is what was written back for a rollout, for its status.
-type Record struct {
-	// Revert is the last revert's outcome ("" for none yet): reverted,
-	// already-stable, superseded, not-found, failed, or retrying.
-	Revert string `json:"revert,omitempty"`
-	// RevertCommit and RevertBranch say where the revert went.
-	RevertCommit string `json:"revertCommit,omitempty"`
-	RevertBranch string `json:"revertBranch,omitempty"`
-	// Message explains the outcome, or why nothing was written.
-	Message string `json:"message,omitempty"`
-}
-
-// Record returns what was written back for key since sluice started.
-func (s *Sink) Record(key api.Key) (Record, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.records[key]
-	return r, ok
-}
-
-func (s *Sink) record(key api.Key, r Record) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.records[key] = r
-}
 
 // Send implements alert.Sink. Only rollout-aborted leads to a revert; an
 // error means "retry later" (the outbox does), nil means done or given up
@@ -107,14 +86,28 @@ func (s *Sink) Send(ctx context.Context, a alert.Alert) error {
 	res, err := s.opts.Reverter.Revert(ctx, RevertRequest{Rollout: key, Failed: a.Version, Stable: stable, Commit: a.Commit, Reason: a.Reason})
 	switch {
 	case errors.Is(err, ErrCannotEdit):
-		s.record(key, Record{Revert: "failed", Message: err.Error()})
+		s.opts.Records.setRevert(key, Record{Revert: "failed", Message: err.Error()})
 		s.notify(a, EventWritebackFailed, "revert not made: "+err.Error())
 		return nil
 	case err != nil:
-		s.record(key, Record{Revert: "retrying", Message: err.Error()})
+		s.opts.Records.setRevert(key, Record{Revert: "retrying", Message: err.Error()})
 		return fmt.Errorf("revert %s: %w", a.Rollout, err)
 	}
-	s.record(key, Record{Revert: string(res.Outcome), RevertCommit: res.Commit, RevertBranch: res.Branch, Message: res.Message})
+	rec := Record{Revert: string(res.Outcome), RevertCommit: res.Commit, RevertBranch: res.Branch, Message: res.Message}
+	if res.Outcome == Reverted && res.Branch != res.Base && s.opts.Forge != nil {
+		url, err := s.opts.Forge.OpenPullRequest(ctx, PullRequest{Head: res.Branch, Base: res.Base, Title: res.Subject, Body: res.Body})
+		switch {
+		case errors.Is(err, ErrPullRequestExists):
+			rec.Message += "; the pull request from " + res.Branch + " is already open"
+		case err != nil:
+			rec.Message += "; pull request not opened yet: " + err.Error()
+			s.opts.Records.setRevert(key, rec)
+			return fmt.Errorf("open pull request for %s: %w", a.Rollout, err)
+		default:
+			rec.PullRequest = url
+		}
+	}
+	s.opts.Records.setRevert(key, rec)
 	switch res.Outcome {
 	case Superseded, NotFound:
 		s.log.Warn("git writeback: revert skipped", "rollout", a.Rollout, "reason", res.Message)
