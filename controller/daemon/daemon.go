@@ -36,8 +36,8 @@ type Daemon struct {
 	store      *store.Store
 	gateway    *gateway.Server
 	dispatcher *alert.Dispatcher
-	alerts     *alertTap       // the runner's alerter: the outbox and the event stream
-	writeback  *writeback.Sink // nil unless --git-writeback
+	alerts     *alertTap          // the runner's alerter: the outbox and the event stream
+	writeback  *writeback.Records // what was written back to git; nil unless --git-writeback
 	runner     *runner.Runner
 	watcher    *gitwatch.Watcher
 	templates  *templates
@@ -122,11 +122,11 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 	if err != nil {
 		return err
 	}
-	if d.writeback, err = d.writebackSink(); err != nil {
+	wbSinks, records, err := d.writebackSinks()
+	if err != nil {
 		return err
-	} else if d.writeback != nil {
-		sinks = append(sinks, d.writeback)
 	}
+	sinks, d.writeback = append(sinks, wbSinks...), records
 	if d.dispatcher, err = alert.New(alert.Options{Outbox: d.store, Sinks: sinks, Logger: d.log, Registry: reg}); err != nil {
 		return fmt.Errorf("alerts: %w", err)
 	}
@@ -191,7 +191,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 			return fmt.Errorf("api token: %w", err)
 		}
 	}
-	d.backend = &backend{runner: d.runner, broker: broker, kube: d.kube}
+	d.backend = &backend{runner: d.runner, broker: broker, kube: d.kube, writeback: d.writeback}
 	d.api, err = httpapi.New(httpapi.Options{Backend: d.backend, Ready: d.ready, Registry: reg, Token: token, Hook: d.watcher.Handler(), Limits: o.HTTPLimits, Logger: d.log})
 	if err != nil {
 		return fmt.Errorf("http api: %w", err)

@@ -4,26 +4,12 @@ import (
 	"sync"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/rollout"
 )
 
-// Record is what was written back for a rollout, for its status.
-type Record struct {
-	// Revert is the last revert's outcome ("" for none yet): reverted,
-	// already-stable, superseded, not-found, failed, or retrying.
-	Revert string `json:"revert,omitempty"`
-	// RevertCommit and RevertBranch say where the revert went.
-	RevertCommit string `json:"revertCommit,omitempty"`
-	RevertBranch string `json:"revertBranch,omitempty"`
-	// PullRequest is the URL of the pull request opened for the revert.
-	PullRequest string `json:"pullRequest,omitempty"`
-	// Message explains the outcome, or why nothing was written.
-	Message string `json:"message,omitempty"`
-	// Status is the last commit status posted (pending, success,
-	// failure), StatusCommit its commit, StatusError why it failed.
-	Status       string `json:"status,omitempty"`
-	StatusCommit string `json:"statusCommit,omitempty"`
-	StatusError  string `json:"statusError,omitempty"`
-}
+// Record is what was written back for a rollout; it is shown in the
+// rollout's status.
+type Record = rollout.WritebackStatus
 
 // Records keeps what was written back for each rollout since sluice
 // started, for its status; both sinks write to it.
@@ -65,4 +51,3 @@ func (rs *Records) setStatus(key api.Key, st CommitStatus, err error) {
 	}
 	rs.m[key] = r
 }
-

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	
+
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/alert"
 )
@@ -48,7 +48,6 @@ type SinkOptions struct {
 type Sink struct {
 	opts SinkOptions
 	log  *slog.Logger
-
 }
 
 var _ alert.Sink = (*Sink)(nil)
