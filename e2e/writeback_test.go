@@ -3,11 +3,16 @@ package e2e
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,12 +65,14 @@ func TestWritebackRevert(t *testing.T) {
 			t.Cleanup(func() { os.RemoveAll(srv.Root()) })
 			repo := newGitRepoAt(t, filepath.Join(srv.Root(), "org", "repo.git"))
 			flags := tt.serve(t, srv, repo.origin)
-			testRevertFlow(t, repo, flags)
+			testRevertFlow(t, repo, flags, nil)
 		})
 	}
 }
 
-func testRevertFlow(t *testing.T, repo *gitRepo, flags []string) {
+// testRevertFlow runs the abort-and-revert story; with a forge, sluice
+// also posts commit statuses to it, checked on the way.
+func testRevertFlow(t *testing.T, repo *gitRepo, flags []string, forge *fakeGitHub) {
 	const v3 = "e2e/app:v3"
 	b1, b2 := startBackend(t, v1, 0), startBackend(t, v2, 0)
 	spec := rolloutSpec{Name: "wb", Host: "wb.e2e", Version: v1,
@@ -77,7 +84,13 @@ func testRevertFlow(t *testing.T, repo *gitRepo, flags []string) {
 	const path = "deploy/wb.yaml"
 	repo.push("v1", map[string]string{path: file()})
 	stableFile := file()
-	d := startDaemon(t, repo, append(flags, "--path", "deploy", "--git-writeback", "revert")...)
+	mode := "revert"
+	if forge != nil {
+		mode = "status,revert"
+		flags = append(flags, "--git-forge", "github", "--git-forge-url", forge.srv.URL+"/api/v3",
+			"--git-forge-token-file", writeTemp(t, "forge-token", forge.token))
+	}
+	d := startDaemon(t, repo, append(flags, "--path", "deploy", "--git-writeback", mode)...)
 	d.waitStatus("wb", 30*time.Second, "stable v1", func(s httpapi.RolloutStatus) bool { return s.Phase == rollout.PhaseHealthy })
 	startLoad(t, probe.LoadOptions{XDSServer: d.xdsAddr, Host: spec.Host, Clients: 1, Rate: 20})
 
@@ -86,6 +99,9 @@ func testRevertFlow(t *testing.T, repo *gitRepo, flags []string) {
 	d.waitStatus("wb", 30*time.Second, "pause at 30%", func(s httpapi.RolloutStatus) bool {
 		return s.Phase == rollout.PhasePaused && s.Weights.Canary == 30
 	})
+	if forge != nil {
+		forge.wait(t, canary, "pending", "canary "+v2+": step 2/2: pause until promoted")
+	}
 	aborted := time.Now()
 	d.cli("abort", "wb")
 
@@ -104,9 +120,22 @@ func testRevertFlow(t *testing.T, repo *gitRepo, flags []string) {
 	}
 
 	// sluice follows its own revert back to stable and stays there.
-	d.waitStatus("wb", 30*time.Second, "healthy on the revert", func(s httpapi.RolloutStatus) bool {
+	st := d.waitStatus("wb", 30*time.Second, "healthy on the revert", func(s httpapi.RolloutStatus) bool {
 		return s.Commit == revert && s.Phase == rollout.PhaseHealthy && s.StableVersion == v1 && s.CanaryVersion == ""
 	})
+	if wb := st.Writeback; wb == nil || wb.Revert != "reverted" || wb.RevertCommit != revert || wb.RevertBranch != "main" {
+		t.Errorf("status does not show the revert: %+v", wb)
+	}
+	if out := d.cli("get", "rollout", "wb"); !strings.Contains(out, "revert: reverted "+revert[:7]+" on main") {
+		t.Errorf("sluice get rollout does not show the revert:\n%s", out)
+	}
+	if forge != nil {
+		forge.wait(t, canary, "failure", "aborted "+v2+": aborted by operator")
+		st, _ := d.status("wb")
+		if wb := st.Writeback; wb == nil || wb.Status != "failure" || wb.StatusCommit != canary {
+			t.Errorf("status does not show the commit status: %+v", wb)
+		}
+	}
 	holdUntil := time.Now().Add(3 * time.Second)
 	for time.Now().Before(holdUntil) {
 		st, _ := d.status("wb")
@@ -126,6 +155,109 @@ func testRevertFlow(t *testing.T, repo *gitRepo, flags []string) {
 	d.waitStatus("wb", 30*time.Second, "canary v3", func(s httpapi.RolloutStatus) bool {
 		return s.Commit == next && s.CanaryVersion == v3 && s.StableVersion == v1
 	})
+	if forge != nil {
+		forge.wait(t, next, "pending", "canary "+v3+": step 2/2: pause until promoted")
+		for _, c := range forge.list() {
+			t.Logf("commit status call: %s", c)
+		}
+		if bad := forge.badRequests(); len(bad) > 0 {
+			t.Errorf("requests GitHub would refuse: %v", bad)
+		}
+	}
+}
+
+// TestWritebackStatusAndRevert: --git-writeback status,revert with
+// --git-forge github: besides the revert, sluice posts the canary's
+// commit statuses (pending with the step, failure with the reason) to a
+// local server that checks each call against GitHub's REST API (no real
+// forge can be run here).
+func TestWritebackStatusAndRevert(t *testing.T) {
+	repo := newGitRepo(t)
+	testRevertFlow(t, repo, nil, startFakeGitHub(t))
+}
+
+// fakeGitHub checks commit status calls as GitHub documents them
+// (POST /repos/{owner}/{repo}/statuses/{sha}, bearer token, state and
+// context required; description at most 140 characters) and records them.
+type fakeGitHub struct {
+	srv   *httptest.Server
+	token string
+	mu    sync.Mutex
+	calls []statusCall
+	bad   []string
+}
+
+type statusCall struct {
+	Path        string
+	State       string `json:"state"`
+	Context     string `json:"context"`
+	Description string `json:"description"`
+	TargetURL   string `json:"target_url"`
+}
+
+func (c statusCall) String() string {
+	return fmt.Sprintf("POST %s state=%s context=%s description=%q target_url=%s", c.Path, c.State, c.Context, c.Description, c.TargetURL)
+}
+
+func startFakeGitHub(t *testing.T) *fakeGitHub {
+	f := &fakeGitHub{token: "ghp_e2e0123456789abcdef"}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if r.Header.Get("Authorization") != "Bearer "+f.token {
+			http.Error(w, `{"message":"Bad credentials"}`, http.StatusUnauthorized)
+			f.bad = append(f.bad, "auth on "+r.URL.Path)
+			return
+		}
+		var c statusCall
+		if err := json.NewDecoder(r.Body).Decode(&c); err != nil || r.Method != http.MethodPost ||
+			!strings.HasPrefix(r.URL.Path, "/api/v3/repos/") || !strings.Contains(r.URL.Path, "/statuses/") {
+			http.Error(w, `{"message":"Not Found"}`, http.StatusNotFound)
+			f.bad = append(f.bad, r.Method+" "+r.URL.Path)
+			return
+		}
+		c.Path = r.URL.Path
+		if c.State == "" || c.Context == "" || len([]rune(c.Description)) > 140 {
+			http.Error(w, `{"message":"Validation Failed"}`, http.StatusUnprocessableEntity)
+			f.bad = append(f.bad, c.String())
+			return
+		}
+		f.calls = append(f.calls, c)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id":1}`))
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeGitHub) list() []statusCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]statusCall(nil), f.calls...)
+}
+
+func (f *fakeGitHub) badRequests() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.bad...)
+}
+
+// wait polls for a status call on commit with state and a description
+// starting with desc, for the rollout wb, linking to its API status.
+func (f *fakeGitHub) wait(t *testing.T, commit, state, desc string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, c := range f.list() {
+			if strings.HasSuffix(c.Path, "/statuses/"+commit) && c.State == state && strings.HasPrefix(c.Description, desc) &&
+				c.Context == "sluice/default/wb" && strings.HasSuffix(c.TargetURL, "/api/v1/rollouts/default/wb") {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond) // polling the recorded calls
+	}
+	t.Fatalf("no %s status %q on %s; calls:\n%v", state, desc, commit, f.list())
 }
 
 // newGitRepoAt is newGitRepo with the bare origin at a given path (inside

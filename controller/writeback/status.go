@@ -64,7 +64,9 @@ func (s *StatusSink) Name() string { return StatusSinkName }
 func StatusFor(a alert.Alert) (CommitStatus, bool) {
 	st := CommitStatus{Commit: a.Commit, Context: "sluice/" + a.Rollout}
 	switch a.Event {
-	case alert.EventRolloutStarted, alert.EventStepCompleted, alert.EventRolloutPaused:
+	case alert.EventRolloutStarted:
+		st.State, st.Description = StatePending, a.Reason // "canary v2 against stable v1"
+	case alert.EventStepCompleted, alert.EventRolloutPaused:
 		st.State, st.Description = StatePending, fmt.Sprintf("canary %s: %s", a.Version, a.Reason)
 	case alert.EventRolloutCompleted:
 		st.State, st.Description = StateSuccess, fmt.Sprintf("promoted %s", a.Version)
