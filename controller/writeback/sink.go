@@ -12,11 +12,8 @@ import (
 
 // Events the writeback sends as alerts (and so on the event stream).
 const (
-	// EventWritebackSkipped: a revert was not made because someone changed
-	// the Rollout in the branch meanwhile (warning).
-	EventWritebackSkipped alert.Event = "writeback-skipped"
-	// EventWritebackFailed: a revert cannot be made at all (error).
-	EventWritebackFailed alert.Event = "writeback-failed"
+	EventWritebackSkipped = alert.EventWritebackSkipped
+	EventWritebackFailed  = alert.EventWritebackFailed
 )
 
 // SinkName is the outbox name of the writeback sink. It must not change
@@ -120,12 +117,8 @@ func (s *Sink) notify(a alert.Alert, ev alert.Event, reason string) {
 	if s.opts.Notify == nil {
 		return
 	}
-	sev := alert.SeverityWarning
-	if ev == EventWritebackFailed {
-		sev = alert.SeverityError
-	}
 	follow := a
-	follow.ID, follow.Event, follow.Severity, follow.Reason = a.ID+"/"+string(ev), ev, sev, reason
+	follow.ID, follow.Event, follow.Severity, follow.Reason = a.ID+"/"+string(ev), ev, alert.SeverityOf(ev), reason
 	follow.Metric, follow.Value, follow.Condition = "", "", ""
 	if err := s.opts.Notify(follow); err != nil {
 		s.log.Error("git writeback: send alert", "id", follow.ID, "err", err)
