@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	git "github.com/go-git/go-git/v5"
@@ -60,6 +61,8 @@ type ReverterOptions struct {
 type Reverter struct {
 	opts ReverterOptions
 	log  *slog.Logger
+	// mu serialises Reverts: they share the cache repository.
+	mu sync.Mutex
 	// beforePush lets tests move the branch between fetch and push.
 	beforePush func(attempt int)
 }
@@ -142,6 +145,8 @@ type RevertResult struct {
 // retrying later (the remote is unreachable, the push was refused twice);
 // the outcomes are final.
 func (r *Reverter) Revert(ctx context.Context, req RevertRequest) (RevertResult, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	branch := r.opts.Branch()
 	if branch == "" {
 		return RevertResult{}, errors.New("the followed branch is not known yet")
@@ -155,10 +160,17 @@ func (r *Reverter) Revert(ctx context.Context, req RevertRequest) (RevertResult,
 		return RevertResult{}, err
 	}
 	g := &gitOps{repo: repo, auth: auth, redact: redact, timeout: r.opts.Timeout}
+	var pushErr error
+	var refused plumbing.Hash
 	for attempt := 1; ; attempt++ {
 		head, err := g.fetch(ctx, branch)
 		if err != nil {
 			return RevertResult{}, err
+		}
+		if pushErr != nil && head == refused {
+			// The branch did not move: the refusal was not a race
+			// (permissions, a hook); the outbox retries later.
+			return RevertResult{}, pushErr
 		}
 		res, commit, err := r.prepare(repo, head, req, attempt > 1)
 		if err != nil || res.Outcome != Reverted {
@@ -184,6 +196,7 @@ func (r *Reverter) Revert(ctx context.Context, req RevertRequest) (RevertResult,
 		if attempt > 1 || lease == nil {
 			return RevertResult{}, err
 		}
+		pushErr, refused = err, head
 		r.log.Info("git writeback: push refused, fetching again", "rollout", req.Rollout.String(), "err", err)
 	}
 }

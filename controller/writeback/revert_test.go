@@ -256,3 +256,35 @@ func TestRevertToOwnBranch(t *testing.T) {
 	}
 	u.assertImageLineDiff(res.Commit, "deploy/checkout.yaml")
 }
+
+// TestRevertRefusedByServer: a push the server refuses while the branch
+// stays put (a hook, missing permissions) is an error for the outbox to
+// retry, not a race: it is not tried again at once, nothing is pushed, and
+// a later retry succeeds.
+func TestRevertRefusedByServer(t *testing.T) {
+	u := newUpstream(t, filepath.Join(t.TempDir(), "origin.git"))
+	canary := startCanary(u)
+	hook := filepath.Join(u.origin, "hooks", "pre-receive")
+	pushes := filepath.Join(t.TempDir(), "pushes")
+	script := "#!/bin/sh\necho push >> " + pushes + "\necho protected branch >&2\nexit 1\n"
+	if err := os.WriteFile(hook, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := newTestReverter(t, localRemote(t, u), "")
+	if _, err := r.Revert(context.Background(), request(canary)); err == nil {
+		t.Fatal("revert pushed through a refusing server")
+	}
+	if u.head() != canary {
+		t.Fatalf("branch moved to %s", u.head())
+	}
+	if b, _ := os.ReadFile(pushes); strings.Count(string(b), "push") != 1 {
+		t.Errorf("%d pushes, want 1: the branch did not move, so there is nothing to re-apply", strings.Count(string(b), "push"))
+	}
+	if err := os.Remove(hook); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Revert(context.Background(), request(canary))
+	if err != nil || res.Outcome != Reverted || u.head() != res.Commit {
+		t.Fatalf("retry: %+v, %v", res, err)
+	}
+}
