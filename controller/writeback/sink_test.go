@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/alert"
@@ -161,5 +162,27 @@ func TestStatusSink(t *testing.T) {
 				t.Errorf("record %+v", rec)
 			}
 		})
+	}
+}
+
+// TestStatusSinkHonoursRateLimit: a 429 with Retry-After holds the status
+// sink (and only it: each sink has its own outbox worker) before the
+// error goes back to the outbox, which retries it.
+func TestStatusSinkHonoursRateLimit(t *testing.T) {
+	_, forge := startForge(t, forgeAPIs[1], http.StatusTooManyRequests, forgeToken) // GitLab: Retry-After: 30
+	sink, err := NewStatusSink(StatusSinkOptions{Forge: forge})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const patience = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	start := time.Now()
+	err = sink.Send(ctx, alert.Alert{Event: alert.EventRolloutAborted, Rollout: "default/checkout", Version: v2, Commit: sha})
+	if err == nil || alert.Permanent(err) {
+		t.Fatalf("err = %v, want one the outbox retries", err)
+	}
+	if waited := time.Since(start); waited < patience {
+		t.Errorf("returned after %v: the forge's Retry-After was not waited for", waited)
 	}
 }
