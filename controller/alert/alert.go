@@ -23,6 +23,13 @@ const (
 	// EventRolloutUnmanaged is sent when a rollout's file is deleted: sluice
 	// stops managing it and leaves its last traffic in place.
 	EventRolloutUnmanaged Event = "rollout-unmanaged"
+	// EventWritebackSkipped is sent when --git-writeback revert leaves an
+	// aborted canary's version in git because someone changed the rollout
+	// meanwhile (controller/writeback).
+	EventWritebackSkipped Event = "writeback-skipped"
+	// EventWritebackFailed is sent when the revert cannot be made at all:
+	// the file cannot be edited in place.
+	EventWritebackFailed Event = "writeback-failed"
 )
 
 // Severity is how loud an alert is.
@@ -73,9 +80,9 @@ func ID(rollout, commit, suffix string) string {
 // SeverityOf is the default severity of an event.
 func SeverityOf(e Event) Severity {
 	switch e {
-	case EventRolloutAborted, EventAnalysisFailed, EventAnalysisError, EventStrategyInvalid, EventXDSNack:
+	case EventRolloutAborted, EventAnalysisFailed, EventAnalysisError, EventStrategyInvalid, EventXDSNack, EventWritebackFailed:
 		return SeverityError
-	case EventRolloutPaused, EventRolloutUnmanaged:
+	case EventRolloutPaused, EventRolloutUnmanaged, EventWritebackSkipped:
 		return SeverityWarning
 	}
 	return SeverityInfo

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/rollout"
 	"github.com/sluice-dev/sluice/controller/runner"
+	"github.com/sluice-dev/sluice/controller/writeback"
 )
 
 // backend serves the runner through the HTTP API, with the broker keeping
@@ -21,6 +22,9 @@ type backend struct {
 	broker *httpapi.Broker
 	// kube adds the ReplicaSets to each status (nil in standalone mode).
 	kube *kubeParts
+	// writeback adds what was written back to git (nil without
+	// --git-writeback).
+	writeback *writeback.Records
 }
 
 var (
@@ -41,10 +45,17 @@ func (b *backend) Get(key api.Key) (rollout.Status, bool) {
 	return b.withCluster(st), ok
 }
 
-// withCluster adds what the cluster says about the rollout's pods.
+// withCluster adds what the cluster says about the rollout's pods, and
+// what was written back to git.
 func (b *backend) withCluster(st rollout.Status) rollout.Status {
+	key := api.Key{Namespace: st.Namespace, Name: st.Name}
 	if b.kube != nil {
-		st.ReplicaSets = b.kube.replicaSets(api.Key{Namespace: st.Namespace, Name: st.Name})
+		st.ReplicaSets = b.kube.replicaSets(key)
+	}
+	if b.writeback != nil {
+		if r, ok := b.writeback.Get(key); ok {
+			st.Writeback = &r
+		}
 	}
 	return st
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/runner"
 	"github.com/sluice-dev/sluice/controller/store"
+	"github.com/sluice-dev/sluice/controller/writeback"
 	"github.com/sluice-dev/sluice/gateway"
 	"github.com/sluice-dev/sluice/gitwatch"
 )
@@ -35,6 +36,8 @@ type Daemon struct {
 	store      *store.Store
 	gateway    *gateway.Server
 	dispatcher *alert.Dispatcher
+	alerts     *alertTap          // the runner's alerter: the outbox and the event stream
+	writeback  *writeback.Records // what was written back to git; nil unless --git-writeback
 	runner     *runner.Runner
 	watcher    *gitwatch.Watcher
 	templates  *templates
@@ -119,6 +122,11 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 	if err != nil {
 		return err
 	}
+	wbSinks, records, err := d.writebackSinks()
+	if err != nil {
+		return err
+	}
+	sinks, d.writeback = append(sinks, wbSinks...), records
 	if d.dispatcher, err = alert.New(alert.Options{Outbox: d.store, Sinks: sinks, Logger: d.log, Registry: reg}); err != nil {
 		return fmt.Errorf("alerts: %w", err)
 	}
@@ -131,6 +139,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 		return fmt.Errorf("analysis: %w", err)
 	}
 	broker := httpapi.NewBroker(httpapi.BrokerOptions{})
+	d.alerts = &alertTap{outbox: d.dispatcher, broker: broker}
 	d.meter = newTrafficMeter(d.gateway, reg)
 	var traffic runner.Traffic = d.meter
 	var workloads runner.Workloads
@@ -145,7 +154,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 		Traffic:    traffic,
 		Workloads:  workloads,
 		Analyzer:   &analyzer{engine: engine, templates: d.templates},
-		Alerter:    &alertTap{outbox: d.dispatcher, broker: broker},
+		Alerter:    d.alerts,
 		Logger:     d.log,
 		AckTimeout: o.AckTimeout,
 	}); err != nil {
@@ -182,7 +191,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 			return fmt.Errorf("api token: %w", err)
 		}
 	}
-	d.backend = &backend{runner: d.runner, broker: broker, kube: d.kube}
+	d.backend = &backend{runner: d.runner, broker: broker, kube: d.kube, writeback: d.writeback}
 	d.api, err = httpapi.New(httpapi.Options{Backend: d.backend, Ready: d.ready, Registry: reg, Token: token, Hook: d.watcher.Handler(), Limits: o.HTTPLimits, Logger: d.log})
 	if err != nil {
 		return fmt.Errorf("http api: %w", err)

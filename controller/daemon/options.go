@@ -68,6 +68,20 @@ type Options struct {
 	// AlertTimeout bounds one delivery attempt to a sink (default 10s).
 	AlertTimeout time.Duration
 
+	// GitWriteback is what sluice writes back to the repository: "none"
+	// (or ""), "status", "revert" or "status,revert" (docs/git-writeback.md).
+	GitWriteback string
+	// GitWritebackBranch, when set, receives revert commits instead of the
+	// followed branch (for protected branches); with a forge, a pull
+	// request is opened from it.
+	GitWritebackBranch string
+	// GitForge is github, gitlab or gitea; GitForgeURL its API base URL;
+	// GitForgeTokenFile holds the API token (commit statuses, pull
+	// requests).
+	GitForge          string
+	GitForgeURL       string
+	GitForgeTokenFile string
+
 	// AckTimeout bounds the wait for clients to ACK a step's routes before
 	// its timer and analysis start anyway (reported).
 	AckTimeout time.Duration

@@ -25,6 +25,29 @@ type Status struct {
 	// first (Kubernetes mode only). The state does not hold them: the
 	// daemon adds them from the cluster when it serves the status.
 	ReplicaSets []ReplicaSetStatus `json:"replicaSets,omitempty"`
+	// Writeback is what sluice wrote back to git (--git-writeback). The
+	// state does not hold it either: the daemon adds it.
+	Writeback *WritebackStatus `json:"writeback,omitempty"`
+}
+
+// WritebackStatus is what sluice wrote back to git for a rollout
+// (--git-writeback): the revert and the commit status, or why not.
+type WritebackStatus struct {
+	// Revert is the last revert's outcome ("" for none yet): reverted,
+	// already-stable, superseded, not-found, failed, or retrying.
+	Revert string `json:"revert,omitempty"`
+	// RevertCommit and RevertBranch say where the revert went.
+	RevertCommit string `json:"revertCommit,omitempty"`
+	RevertBranch string `json:"revertBranch,omitempty"`
+	// PullRequest is the URL of the pull request opened for the revert.
+	PullRequest string `json:"pullRequest,omitempty"`
+	// Message explains the outcome, or why nothing was written.
+	Message string `json:"message,omitempty"`
+	// Status is the last commit status posted (pending, success,
+	// failure), StatusCommit its commit, StatusError why it failed.
+	Status       string `json:"status,omitempty"`
+	StatusCommit string `json:"statusCommit,omitempty"`
+	StatusError  string `json:"statusError,omitempty"`
 }
 
 // ReplicaSetStatus is one ReplicaSet of a rollout, as `kubectl argo

@@ -42,6 +42,7 @@ func Detail(w io.Writer, s httpapi.RolloutStatus, events []httpapi.Event) error 
 	if err := replicaSets(w, s.ReplicaSets); err != nil {
 		return err
 	}
+	gitWriteback(w, s.Writeback)
 	if len(s.HeaderRoutes) > 0 {
 		fmt.Fprintln(w, "\nHeader routes (to canary):")
 		for _, r := range s.HeaderRoutes {
@@ -144,6 +145,35 @@ func Repeats(prev, e httpapi.Event) bool {
 		return false
 	}
 	return e.Status == nil || StatusLine(*prev.Status) == StatusLine(*e.Status)
+}
+
+// gitWriteback writes what sluice wrote back to git (--git-writeback):
+// the revert and where it went, the commit status, or why not.
+func gitWriteback(w io.Writer, wb *rollout.WritebackStatus) {
+	if wb == nil {
+		return
+	}
+	fmt.Fprintln(w, "\nGit writeback:")
+	if wb.Revert != "" {
+		line := "  revert: " + wb.Revert
+		if wb.RevertCommit != "" {
+			line += " " + short(wb.RevertCommit) + " on " + wb.RevertBranch
+		}
+		if wb.PullRequest != "" {
+			line += ", " + wb.PullRequest
+		}
+		fmt.Fprintln(w, line)
+		if wb.Message != "" {
+			fmt.Fprintf(w, "    %s\n", wb.Message)
+		}
+	}
+	if wb.Status != "" || wb.StatusError != "" {
+		line := "  commit status: " + orDash(wb.Status) + " on " + short(wb.StatusCommit)
+		if wb.StatusError != "" {
+			line += " (last post failed: " + wb.StatusError + ")"
+		}
+		fmt.Fprintln(w, line)
+	}
 }
 
 // replicaSets writes the rollout's ReplicaSets (Kubernetes mode) as
