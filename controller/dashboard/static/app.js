@@ -20,10 +20,18 @@ async function getJSON(path) {
   return body;
 }
 
-function follow(query, onEvent) {
+// follow opens the event stream and calls load each time it connects:
+// the server subscribes before it answers, and the stream has no replay,
+// so what load reads then is never older than the events that follow.
+// Statuses come only from load and the stream, in that order; the answer
+// to a command is not used, as it may arrive after a newer event.
+function follow(query, onEvent, load) {
   if (stream) stream.close();
-  stream = new EventSource(api + "/events" + query);
-  stream.onmessage = (m) => onEvent(JSON.parse(m.data));
+  return new Promise((resolve, reject) => {
+    stream = new EventSource(api + "/events" + query);
+    stream.onmessage = (m) => onEvent(JSON.parse(m.data));
+    stream.onopen = () => load().then(resolve, (err) => { showError(err); reject(err); });
+  });
 }
 
 // bar draws the split: stable from the left, canary from the right.
@@ -44,8 +52,7 @@ async function showList() {
   const q = new URLSearchParams(location.hash.split("?")[1] || "");
   list.ns = q.get("namespace") || "";
   list.phase = q.get("phase") || "";
-  const body = await getJSON("/rollouts");
-  list.items = new Map(body.items.map((s) => [`${s.namespace}/${s.name}`, s]));
+  list.items = new Map();
   $("#main").innerHTML = `<h1>Rollouts</h1>
 <div class="filters" role="search">
   <label>Namespace <select id="f-ns"></select></label>
@@ -65,12 +72,17 @@ async function showList() {
     list.ns = $("#f-ns").value; list.phase = $("#f-phase").value;
     renderRows();
   };
-  renderRows();
-  follow("", (e) => {
+  await follow("", (e) => {
     if (!e.status) return;
     e.status.changed = e.time;
     list.items.set(`${e.namespace}/${e.name}`, e.status);
     if (!list.pending) { list.pending = true; requestAnimationFrame(() => { list.pending = false; renderRows(); }); }
+  }, async () => {
+    const body = await getJSON("/rollouts");
+    list.items = new Map(body.items.map((s) => [`${s.namespace}/${s.name}`, s]));
+    renderRows();
+    // Marks a complete render, for the render-time measurement.
+    performance.mark("sluice-list-rendered");
   });
 }
 
@@ -99,14 +111,16 @@ const one = { key: "", status: null, events: [], message: null };
 async function showRollout(ns, name) {
   one.key = `${encodeURIComponent(ns)}/${encodeURIComponent(name)}`;
   one.message = null;
-  const [st, ev] = await Promise.all([getJSON(`/rollouts/${one.key}`), getJSON(`/rollouts/${one.key}/events`)]);
-  one.status = st;
-  one.events = ev.items;
-  renderRollout();
-  follow("?rollout=" + encodeURIComponent(`${ns}/${name}`), (e) => {
+  one.status = null;
+  await follow("?rollout=" + encodeURIComponent(`${ns}/${name}`), (e) => {
     one.events.push(e);
     if (one.events.length > 50) one.events.shift();
     if (e.status) one.status = e.status;
+    if (one.status) renderRollout();
+  }, async () => {
+    const [st, ev] = await Promise.all([getJSON(`/rollouts/${one.key}`), getJSON(`/rollouts/${one.key}/events`)]);
+    one.status = st;
+    one.events = ev.items;
     renderRollout();
   });
 }
@@ -146,7 +160,6 @@ async function command(verb) {
     const res = await fetch(`${api}/rollouts/${one.key}/${verb}`, { method: "POST", headers });
     const body = await res.json().catch(() => ({}));
     if (!res.ok) throw new Error(`${verb} refused (${res.status}): ${body.error || res.statusText}`);
-    one.status = body;
     one.message = { ok: true, text: `${verb}: done` };
   } catch (err) {
     one.message = { ok: false, text: err.message };
@@ -231,6 +244,8 @@ function plot(m) {
   const vals = pts.map((p) => p.v).concat([succ, fail].filter((v) => v !== null));
   let lo = Math.min(...vals), hi = Math.max(...vals);
   if (hi === lo) { hi += 1; lo -= 1; }
+  const margin = (hi - lo) * 0.1; // keep points off the frame
+  hi += margin; lo -= margin;
   const x = (i) => pad + (pts.length === 1 ? (W - 2 * pad) / 2 : (i * (W - 2 * pad)) / (pts.length - 1));
   const y = (v) => H - pad - ((v - lo) * (H - 2 * pad)) / (hi - lo);
   const hline = (v, cls, label) => v === null ? "" :
@@ -265,14 +280,14 @@ function showTokenState() {
   else note.textContent = server.tokenRequired ? "commands need a token" : "this server takes commands without a token";
 }
 
+function showError(err) {
+  $("#main").innerHTML = `<p class="msg err" role="alert">${esc(err.message)}</p><p><a href="#/">All rollouts</a></p>`;
+}
+
 async function route() {
   const m = /^#\/r\/([^/]+)\/([^/?]+)/.exec(location.hash);
-  try {
-    if (m) await showRollout(decodeURIComponent(m[1]), decodeURIComponent(m[2]));
-    else await showList();
-  } catch (err) {
-    $("#main").innerHTML = `<p class="msg err" role="alert">${esc(err.message)}</p><p><a href="#/">All rollouts</a></p>`;
-  }
+  if (m) await showRollout(decodeURIComponent(m[1]), decodeURIComponent(m[2])).catch(() => {});
+  else await showList().catch(() => {});
 }
 
 async function start() {
