@@ -120,7 +120,9 @@ func (b *Browser) Text(selector string) string {
 func (b *Browser) WaitText(selector, want string, timeout time.Duration) {
 	b.t.Helper()
 	expr := fmt.Sprintf(`((document.querySelector(%q) || {}).textContent || "").includes(%q)`, selector, want)
-	b.WaitJS(expr, timeout, func() string { return fmt.Sprintf("%s has %q, want it to contain %q", selector, b.Text(selector), want) })
+	b.WaitJS(expr, timeout, func() string {
+		return fmt.Sprintf("%s has %q, want it to contain %q", selector, b.Text(selector), want)
+	})
 }
 
 // WaitJS polls until the expression is true; describe says what was seen
