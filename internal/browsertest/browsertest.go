@@ -154,9 +154,21 @@ func (b *Browser) Dialog(timeout time.Duration) string {
 // returns its path.
 func (b *Browser) Screenshot(name string) string {
 	b.t.Helper()
+	return b.save(name, chromedp.FullScreenshot(100))
+}
+
+// ViewportScreenshot saves what the window shows, for pages too long to
+// capture whole in good time.
+func (b *Browser) ViewportScreenshot(name string) string {
+	b.t.Helper()
+	return b.save(name, chromedp.CaptureScreenshot())
+}
+
+func (b *Browser) save(name string, shot chromedp.Action[[]byte]) string {
+	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	png, err := chromedp.Run(ctx, shot)
 	if err != nil {
 		b.t.Fatalf("screenshot %s: %v", name, err)
 	}
