@@ -25,6 +25,9 @@ type Options struct {
 
 	XDSAddr   string // xDS listen address
 	HTTPAddr  string // HTTP API listen address
+	// DebugAddr serves pprof (controller/profiling) when set; it must be
+	// a loopback address.
+	DebugAddr string
 	EnvoyPort uint32 // port of the sluice-http listener for Envoy
 	XDSTLS    gateway.TLSOptions
 	// XDSLimits bound what xDS peers can make the daemon hold (zero
