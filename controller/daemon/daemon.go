@@ -47,7 +47,7 @@ type Daemon struct {
 
 	xdsLis, httpLis net.Listener
 	debugLis        net.Listener // nil unless DebugAddr is set
-	synced          atomic.Bool // the first revision has been applied
+	synced          atomic.Bool  // the first revision has been applied
 }
 
 // New opens the state directory and binds the xDS and HTTP listeners, so

@@ -25,9 +25,6 @@ type Options struct {
 
 	XDSAddr   string // xDS listen address
 	HTTPAddr  string // HTTP API listen address
-	// DebugAddr serves pprof (controller/profiling) when set; it must be
-	// a loopback address.
-	DebugAddr string
 	EnvoyPort uint32 // port of the sluice-http listener for Envoy
 	XDSTLS    gateway.TLSOptions
 	// XDSLimits bound what xDS peers can make the daemon hold (zero
@@ -40,6 +37,9 @@ type Options struct {
 	// from the network without APITokenFile: anyone who can connect may
 	// then promote and abort.
 	InsecureAPI bool
+	// DebugAddr serves pprof (controller/profiling) when set; it must be
+	// a loopback address.
+	DebugAddr string
 	// HTTPLimits bound the HTTP server: timeouts, concurrent webhooks,
 	// event streams (httpapi.DefaultLimits when zero).
 	HTTPLimits httpapi.Limits
