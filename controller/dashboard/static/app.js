@@ -195,12 +195,23 @@ function match(m) {
   return `${m.headerName || m.method || "request"} present`;
 }
 
+// routeMatch describes one match of a mirror route: method, path, headers.
+function routeMatch(m) {
+  const sm = (v) => v.exact ? `= "${v.exact}"` : v.prefix ? `starts with "${v.prefix}"` : v.regex ? `~ /${v.regex}/` : "present";
+  const parts = [];
+  if (m.method) parts.push("method " + sm(m.method));
+  if (m.path) parts.push("path " + sm(m.path));
+  for (const k of Object.keys(m.headers || {}).sort()) parts.push(`${k} ${sm(m.headers[k])}`);
+  return parts.join(" and ") || "all requests";
+}
+
 function routes(s) {
   const hr = s.headerRoutes || [], mr = s.mirrorRoutes || [];
   if (!hr.length && !mr.length) return "";
-  const li = (r, extra) => `<li><strong>${esc(r.name)}</strong>: ${esc((r.match || []).map(match).join(" and "))}${extra}</li>`;
   return `<section aria-labelledby="h-routes"><h2 id="h-routes">Routes to the canary</h2><ul>${
-    hr.map((r) => li(r, "")).join("")}${mr.map((r) => li(r, ` (mirror ${r.percentage}%)`)).join("")}</ul></section>`;
+    hr.map((r) => `<li><strong>${esc(r.name)}</strong>: ${esc((r.match || []).map(match).join(" and "))}</li>`).join("")}${
+    mr.map((r) => `<li><strong>${esc(r.name)}</strong> (mirror): ${r.percentage}% of ${
+      esc((r.match || []).map(routeMatch).join(", or ") || "all requests")}</li>`).join("")}</ul></section>`;
 }
 
 function replicaSets(s) {
