@@ -277,9 +277,12 @@ function loadErrors(s) {
     `<li>${esc(`${e.file}${e.line ? ":" + e.line : ""}: ${e.field ? e.field + ": " : ""}${e.message}`)}</li>`).join("")}</ul></section>`;
 }
 
+// events lists the latest events first; the daemon may publish the same
+// status twice, so an event saying what the one before it said is left out.
 function events() {
-  if (!one.events.length) return `<p class="note">No events yet.</p>`;
-  return `<ul class="events" aria-live="polite">${one.events.slice().reverse().map((e) =>
+  const shown = one.events.filter((e, i, all) => i === 0 || e.type !== all[i - 1].type || e.message !== all[i - 1].message);
+  if (!shown.length) return `<p class="note">No events yet.</p>`;
+  return `<ul class="events" aria-live="polite">${shown.slice(-20).reverse().map((e) =>
     `<li><time datetime="${esc(e.time)}">${esc(new Date(e.time).toLocaleTimeString())}</time> <strong>${esc(e.type)}</strong> ${esc(e.message)}</li>`).join("")}</ul>`;
 }
 
