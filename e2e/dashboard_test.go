@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -141,9 +142,13 @@ func TestDashboard(t *testing.T) {
 		t.Fatalf("after a refused promote: %s %s, want still Paused on canary v2", st.Phase, st.Message)
 	}
 
-	// The right token: promote is done and the rollout finishes.
-	useToken(br, dashboardToken)
-	br.Do(10*time.Second, "press promote", chromedp.Click(chromedp.CSS("#do-promote")))
+	// The right token, this time with the keyboard only: typed and
+	// submitted with Enter, then promote focused and pressed with Enter.
+	br.Do(10*time.Second, "type the token", chromedp.Evaluate[chromedp.Void](`document.querySelector("#token").value = ""`),
+		chromedp.SendKeys(chromedp.CSS("#token"), dashboardToken+"\r"))
+	br.WaitJS(`sessionStorage.getItem("sluice-token") === `+strconv.Quote(dashboardToken), 5*time.Second,
+		func() string { return "Enter in the token field did not keep the token" })
+	br.Do(10*time.Second, "press promote with Enter", chromedp.Focus(chromedp.CSS("#do-promote")), chromedp.KeyEvent("\r"))
 	br.Dialog(10 * time.Second)
 	br.WaitText("#result", "promote: done", 10*time.Second)
 	br.WaitText("#phase", "Healthy", 30*time.Second)
