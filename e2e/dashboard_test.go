@@ -184,6 +184,10 @@ func TestDashboard(t *testing.T) {
 		t.Error("the list is wider than a 390 px phone screen")
 	}
 	br.Screenshot("list-phone")
+
+	// The daemon goes away: the page says its data is stale.
+	w.d.stop()
+	br.WaitText("#live", "connection to sluice lost", 20*time.Second)
 }
 
 // useToken types the API token into the page's form and submits it.

@@ -30,7 +30,12 @@ function follow(query, onEvent, load) {
   return new Promise((resolve, reject) => {
     stream = new EventSource(api + "/events" + query);
     stream.onmessage = (m) => onEvent(JSON.parse(m.data));
-    stream.onopen = () => load().then(resolve, (err) => { showError(err); reject(err); });
+    stream.onopen = () => {
+      $("#live").textContent = "";
+      load().then(resolve, (err) => { showError(err); reject(err); });
+    };
+    // EventSource reconnects by itself; until then the page is stale.
+    stream.onerror = () => { $("#live").textContent = "connection to sluice lost; reconnecting…"; };
   });
 }
 
@@ -112,6 +117,7 @@ async function showRollout(ns, name) {
   one.key = `${encodeURIComponent(ns)}/${encodeURIComponent(name)}`;
   one.message = null;
   one.status = null;
+  one.events = [];
   await follow("?rollout=" + encodeURIComponent(`${ns}/${name}`), (e) => {
     one.events.push(e);
     if (one.events.length > 50) one.events.shift();
