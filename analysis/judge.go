@@ -18,6 +18,9 @@ const (
 	ClassHigh   Class = "High"
 	ClassLow    Class = "Low"
 	ClassNoData Class = "NoData"
+	// ClassOpen is a sequential verdict not reached yet: keep measuring.
+	// Still open when the window ends, it is Inconclusive, never Pass.
+	ClassOpen Class = "Open"
 )
 
 // Score thresholds of a judged run (Kayenta's defaults).
@@ -33,11 +36,17 @@ type Judgement struct {
 	CanaryMedian   float64
 	BaselineMedian float64
 	// Allowed is the margin the interval must clear: tolerance × |shift|.
-	Allowed            float64
+	Allowed float64
+	// Lower and Upper bound the shift at Confidence, by inverting the
+	// test (ShiftInterval): they agree with the decision even on tied,
+	// discrete samples, where Test's Hodges–Lehmann bounds do not.
+	Lower, Upper       float64
 	CanaryN, BaselineN int
 	Confidence         float64
 	MinSamples         int
 	Direction          api.Direction
+	// Unit is appended to values in explanations ("s", "%"); may be empty.
+	Unit string
 }
 
 // Score is the metric's contribution: 100 for Pass, 0 otherwise.
@@ -53,9 +62,30 @@ func (j Judgement) String() string {
 	if j.Class == ClassNoData {
 		return fmt.Sprintf("not enough data: canary %d, baseline %d samples (minSamples %d)", j.CanaryN, j.BaselineN, j.MinSamples)
 	}
-	return fmt.Sprintf("%s: canary median %s vs baseline %s, shift %s, %g%% CI [%s, %s], band ±%s, p=%.3g",
-		j.Class, short(j.CanaryMedian), short(j.BaselineMedian), short(j.Test.Shift),
-		j.Confidence*100, short(j.Test.Lower), short(j.Test.Upper), short(j.Allowed), j.Test.P)
+	v := func(f float64) string { return withUnit(short(f), j.Unit) }
+	return fmt.Sprintf("%s: canary median %s vs baseline %s, shift %s, %g%% interval [%s, %s], allowed ±%s, p=%.3g: %s",
+		j.Class, v(j.CanaryMedian), v(j.BaselineMedian), v(j.Test.Shift),
+		j.Confidence*100, v(j.Lower), v(j.Upper), v(j.Allowed), j.Test.P, verdictWord(j.Class))
+}
+
+func withUnit(s, unit string) string {
+	if unit == "" {
+		return s
+	}
+	return s + " " + unit
+}
+
+// verdictWord is how an explanation ends.
+func verdictWord(c Class) string {
+	switch c {
+	case ClassPass:
+		return "passed"
+	case ClassHigh, ClassLow:
+		return "failed"
+	case ClassOpen:
+		return "undecided so far"
+	}
+	return "inconclusive"
 }
 
 // short prints 4 significant digits: enough to read a verdict.
@@ -85,12 +115,14 @@ func JudgeConfig(c api.JudgeProvider) api.JudgeProvider {
 	return c
 }
 
-// Judge classifies canary samples against baseline samples as Kayenta's
-// Mann-Whitney classifier does: a metric is High (Low) when the whole
-// confidence interval of the Hodges–Lehmann shift lies above (below) the
-// band ±tolerance·|shift| and the test is significant. The band makes a
-// verdict need an interval that clears zero by a margin proportional to
-// the effect, which keeps false alarms from noisy samples rare. Only the
+// Judge classifies canary samples against baseline samples with the
+// Mann-Whitney test: a metric is High (Low) when the test is significant
+// and the interval of the shift lies above (below) the band
+// ±tolerance·|Hodges–Lehmann shift|, as in Kayenta. Unlike Kayenta, the
+// interval is the test inverted (ShiftInterval), not the Hodges–Lehmann
+// order statistics: on tied samples (an error ratio that is 0 in most
+// steps) those sit on the tied differences and include 0 while the
+// test's p-value is 1e-5, which passed clear regressions. Only the
 // direction the config calls bad can fail. Fewer than minSamples on
 // either side is NoData: never a pass. NaN samples (no traffic in that
 // step) are dropped.
@@ -99,7 +131,7 @@ func Judge(canary, baseline []float64, c api.JudgeProvider) Judgement {
 	canary, baseline = finite(canary), finite(baseline)
 	j := Judgement{
 		CanaryN: len(canary), BaselineN: len(baseline),
-		Confidence: c.Confidence, MinSamples: c.MinSamples, Direction: c.Direction,
+		Confidence: c.Confidence, MinSamples: c.MinSamples, Direction: c.Direction, Unit: c.Unit,
 	}
 	if len(canary) < c.MinSamples || len(baseline) < c.MinSamples {
 		j.Class = ClassNoData
@@ -108,12 +140,13 @@ func Judge(canary, baseline []float64, c api.JudgeProvider) Judgement {
 	j.CanaryMedian, j.BaselineMedian = median(canary), median(baseline)
 	j.Test = MannWhitneyU(canary, baseline, c.Confidence)
 	j.Allowed = c.Tolerance * math.Abs(j.Test.Shift)
+	j.Lower, j.Upper = ShiftInterval(canary, baseline, c.Confidence)
 	significant := j.Test.P < 1-c.Confidence
 	j.Class = ClassPass
 	switch {
-	case significant && j.Test.Lower > j.Allowed && c.Direction != api.DirectionDecrease:
+	case significant && j.Lower > j.Allowed && c.Direction != api.DirectionDecrease:
 		j.Class = ClassHigh
-	case significant && j.Test.Upper < -j.Allowed && c.Direction != api.DirectionIncrease:
+	case significant && j.Upper < -j.Allowed && c.Direction != api.DirectionIncrease:
 		j.Class = ClassLow
 	}
 	return j

@@ -2,17 +2,17 @@ package analysis
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
-	"github.com/prometheus/common/model"
 
 	"github.com/sluice-dev/sluice/api"
 )
 
 // judgeProvider fetches canary and baseline samples with two Prometheus
-// range queries over the lookback window and judges them.
+// range queries over the lookback window and judges them; in count mode
+// it fetches errors and totals with four, and judges the counts, either
+// on the whole window (fixed) or step by step as they come (sequential).
 type judgeProvider struct {
 	engine  *Engine
 	api     promv1.API
@@ -30,6 +30,16 @@ func (e *Engine) newJudge(c *api.JudgeProvider) (provider, error) {
 }
 
 func (p *judgeProvider) measure(ctx context.Context, _ *Metric) (Result, error) {
+	switch {
+	case p.cfg.Counts() && p.cfg.Mode == api.JudgeSequential:
+		return p.measureSequential(ctx)
+	case p.cfg.Counts():
+		return p.measureCounts(ctx)
+	}
+	return p.measureSamples(ctx)
+}
+
+func (p *judgeProvider) measureSamples(ctx context.Context) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	end := p.now()
@@ -53,23 +63,12 @@ func (p *judgeProvider) measure(ctx context.Context, _ *Metric) (Result, error) 
 // samples runs one range query; each point of its single series is a
 // sample. Several series are an error: the query must aggregate.
 func (p *judgeProvider) samples(ctx context.Context, field, query string, r promv1.Range) ([]float64, error) {
-	v, _, _, err := p.api.QueryRange(ctx, query, r)
+	points, err := p.series(ctx, field, query, r)
 	if err != nil {
-		return nil, p.engine.requestError(labelJudge, "judge "+field, p.timeout, err)
+		return nil, err
 	}
-	m, ok := v.(model.Matrix)
-	if !ok {
-		return nil, fmt.Errorf("judge %s: want a range vector, got %s", field, v.Type())
-	}
-	switch len(m) {
-	case 0:
-		return nil, nil
-	case 1:
-	default:
-		return nil, fmt.Errorf("judge %s: %d series; aggregate the query to one (e.g. sum(...))", field, len(m))
-	}
-	out := make([]float64, len(m[0].Values))
-	for i, sp := range m[0].Values {
+	out := make([]float64, len(points))
+	for i, sp := range points {
 		out[i] = float64(sp.Value)
 	}
 	return out, nil

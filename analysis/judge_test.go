@@ -58,6 +58,16 @@ func TestJudge(t *testing.T) {
 	}
 }
 
+func TestJudgeExplainsInUnits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 6))
+	j := Judge(noisy(rng, 30, 0.15, 0.002), noisy(rng, 30, 0.10, 0.002), api.JudgeProvider{Unit: "s"})
+	for _, want := range []string{"High: canary median 0.1499 s vs baseline 0.09993 s, shift 0.04958 s", "allowed ±0.0124 s, p=", ": failed"} {
+		if !strings.Contains(j.String(), want) {
+			t.Errorf("explanation %q does not contain %q", j, want)
+		}
+	}
+}
+
 func TestJudgeDefaults(t *testing.T) {
 	c := JudgeConfig(api.JudgeProvider{})
 	if c.Confidence != 0.98 || c.Tolerance != 0.25 || c.MinSamples != 20 || c.Direction != api.DirectionIncrease {

@@ -186,7 +186,7 @@ func expandProvider(p api.Provider, a args) (api.Provider, error) {
 	}
 	if p.Judge != nil {
 		c := *p.Judge
-		if err := a.expandAll(&c.Address, &c.CanaryQuery, &c.BaselineQuery); err != nil {
+		if err := a.expandAll(&c.Address, &c.CanaryQuery, &c.BaselineQuery, &c.CanaryErrorsQuery, &c.CanaryTotalQuery, &c.BaselineErrorsQuery, &c.BaselineTotalQuery); err != nil {
 			return out, err
 		}
 		out.Judge = &c

@@ -97,6 +97,9 @@ func (c *checker) analysisRefs(set *Set, r *Rollout, path string, a *Analysis, i
 			}
 			continue
 		}
+		if r.Workload != nil && usesJudge(t) {
+			r.Workload.Baseline = true
+		}
 		for _, arg := range t.Args {
 			if arg.Value != nil || arg.FromSecret || slices.Contains(BuiltinArgs, arg.Name) || hasArg(a.Args, arg.Name) {
 				continue
@@ -108,4 +111,10 @@ func (c *checker) analysisRefs(set *Set, r *Rollout, path string, a *Analysis, i
 
 func hasArg(args []Arg, name string) bool {
 	return slices.ContainsFunc(args, func(a Arg) bool { return a.Name == name })
+}
+
+// usesJudge reports whether t has a sluice.io/judge metric: a rollout
+// that runs it gets a baseline in Kubernetes mode.
+func usesJudge(t *AnalysisTemplate) bool {
+	return slices.ContainsFunc(t.Metrics, func(m Metric) bool { return m.Provider.Judge != nil })
 }

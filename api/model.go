@@ -27,10 +27,16 @@ const (
 	ArgStable    = "stable"    // the stable version
 	ArgRollout   = "rollout"   // the rollout name
 	ArgNamespace = "namespace" // the rollout namespace
+	// Kubernetes mode only: the pod-template hashes (the pods' label
+	// rollouts-pod-template-hash) of the stable and canary versions and,
+	// while one runs, of the baseline (Workload.Baseline).
+	ArgStableHash   = "stable-hash"
+	ArgCanaryHash   = "canary-hash"
+	ArgBaselineHash = "baseline-hash"
 )
 
 // BuiltinArgs lists the argument names sluice supplies itself.
-var BuiltinArgs = []string{ArgCanary, ArgStable, ArgRollout, ArgNamespace}
+var BuiltinArgs = []string{ArgCanary, ArgStable, ArgRollout, ArgNamespace, ArgStableHash, ArgCanaryHash, ArgBaselineHash}
 
 // Key identifies a rollout or template: namespace/name.
 type Key struct {

@@ -112,19 +112,44 @@ const (
 )
 
 // JudgeProvider is the sluice.io/judge plugin config: a Mann-Whitney
-// comparison of canary and baseline samples from two range queries.
+// comparison of canary and baseline samples from two range queries, or,
+// with the four count queries, an exact comparison of event rates.
 type JudgeProvider struct {
-	Address       string        `json:"address"`
-	CanaryQuery   string        `json:"canaryQuery"`
-	BaselineQuery string        `json:"baselineQuery"`
-	Lookback      time.Duration `json:"lookback"`
-	Step          time.Duration `json:"step"`
-	Direction     Direction     `json:"direction"`
-	Confidence    float64       `json:"confidence"`
-	Tolerance     float64       `json:"tolerance"`
-	MinSamples    int           `json:"minSamples"`
-	Critical      bool          `json:"critical,omitempty"`
+	Address       string `json:"address"`
+	CanaryQuery   string `json:"canaryQuery,omitempty"`
+	BaselineQuery string `json:"baselineQuery,omitempty"`
+	// Count mode: each point of these range queries is the number of
+	// events (errors) or of all requests in that step.
+	CanaryErrorsQuery   string `json:"canaryErrorsQuery,omitempty"`
+	CanaryTotalQuery    string `json:"canaryTotalQuery,omitempty"`
+	BaselineErrorsQuery string `json:"baselineErrorsQuery,omitempty"`
+	BaselineTotalQuery  string `json:"baselineTotalQuery,omitempty"`
+	// Unit names the counted events ("errors" when empty) or the unit of
+	// the samples, in explanations.
+	Unit string `json:"unit,omitempty"`
+	// Mode is fixed (decide on the whole lookback window) or sequential
+	// (decide as soon as the evidence suffices; count mode only).
+	Mode       JudgeMode     `json:"mode,omitempty"`
+	Lookback   time.Duration `json:"lookback"`
+	Step       time.Duration `json:"step"`
+	Direction  Direction     `json:"direction"`
+	Confidence float64       `json:"confidence"`
+	Tolerance  float64       `json:"tolerance"`
+	MinSamples int           `json:"minSamples"`
+	Critical   bool          `json:"critical,omitempty"`
 }
+
+// JudgeMode says when the judge decides.
+type JudgeMode string
+
+// Judge modes.
+const (
+	JudgeFixed      JudgeMode = "fixed"
+	JudgeSequential JudgeMode = "sequential"
+)
+
+// Counts reports whether the judge compares event counts.
+func (j *JudgeProvider) Counts() bool { return j.CanaryErrorsQuery != "" }
 
 // Judge defaults, Kayenta's.
 const (

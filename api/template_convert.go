@@ -2,6 +2,8 @@ package api
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,16 +22,22 @@ type templateDoc struct {
 
 // judgeConfigDoc is the sluice.io/judge plugin block as written in YAML.
 type judgeConfigDoc struct {
-	Address       string   `json:"address"`
-	CanaryQuery   string   `json:"canaryQuery"`
-	BaselineQuery string   `json:"baselineQuery"`
-	Lookback      string   `json:"lookback"`
-	Step          string   `json:"step"`
-	Direction     string   `json:"direction"`
-	Confidence    *float64 `json:"confidence"`
-	Tolerance     *float64 `json:"tolerance"`
-	MinSamples    *int     `json:"minSamples"`
-	Critical      bool     `json:"critical"`
+	Address             string   `json:"address"`
+	CanaryQuery         string   `json:"canaryQuery"`
+	BaselineQuery       string   `json:"baselineQuery"`
+	CanaryErrorsQuery   string   `json:"canaryErrorsQuery"`
+	CanaryTotalQuery    string   `json:"canaryTotalQuery"`
+	BaselineErrorsQuery string   `json:"baselineErrorsQuery"`
+	BaselineTotalQuery  string   `json:"baselineTotalQuery"`
+	Unit                string   `json:"unit"`
+	Mode                string   `json:"mode"`
+	Lookback            string   `json:"lookback"`
+	Step                string   `json:"step"`
+	Direction           string   `json:"direction"`
+	Confidence          *float64 `json:"confidence"`
+	Tolerance           *float64 `json:"tolerance"`
+	MinSamples          *int     `json:"minSamples"`
+	Critical            bool     `json:"critical"`
 }
 
 const metricsPath = "spec.metrics"
@@ -235,12 +243,21 @@ func (c *checker) judge(path string, raw json.RawMessage) *JudgeProvider {
 		Address: doc.Address, CanaryQuery: doc.CanaryQuery, BaselineQuery: doc.BaselineQuery,
 		Lookback: DefaultJudgeLookback, Step: DefaultJudgeStep, Direction: DirectionIncrease,
 		Confidence: DefaultJudgeConfidence, Tolerance: DefaultJudgeTolerance, MinSamples: DefaultJudgeMinSamples,
-		Critical: doc.Critical,
+		Critical:          doc.Critical,
+		CanaryErrorsQuery: doc.CanaryErrorsQuery, CanaryTotalQuery: doc.CanaryTotalQuery,
+		BaselineErrorsQuery: doc.BaselineErrorsQuery, BaselineTotalQuery: doc.BaselineTotalQuery,
+		Unit: doc.Unit, Mode: JudgeFixed,
 	}
-	for field, v := range map[string]string{"address": doc.Address, "canaryQuery": doc.CanaryQuery, "baselineQuery": doc.BaselineQuery} {
-		if v == "" {
-			c.errorf(path+"."+field, "required")
-		}
+	c.judgeQueries(path, doc)
+	switch m := JudgeMode(doc.Mode); m {
+	case "":
+	case JudgeFixed, JudgeSequential:
+		j.Mode = m
+	default:
+		c.errorf(path+".mode", "must be fixed or sequential, got %q", doc.Mode)
+	}
+	if j.Mode == JudgeSequential && !j.Counts() {
+		c.errorf(path+".mode", "sequential needs the count queries (canaryErrorsQuery, canaryTotalQuery, baselineErrorsQuery, baselineTotalQuery)")
 	}
 	if doc.Lookback != "" {
 		j.Lookback = c.metricDuration(path+".lookback", doc.Lookback)
@@ -277,6 +294,42 @@ func (c *checker) judge(path string, raw json.RawMessage) *JudgeProvider {
 		}
 	}
 	return j
+}
+
+// judgeQueries checks that the judge has either its two sample queries or
+// its four count queries, not a mix.
+func (c *checker) judgeQueries(path string, doc judgeConfigDoc) {
+	if doc.Address == "" {
+		c.errorf(path+".address", "required")
+	}
+	samples := map[string]string{"canaryQuery": doc.CanaryQuery, "baselineQuery": doc.BaselineQuery}
+	counts := map[string]string{
+		"canaryErrorsQuery": doc.CanaryErrorsQuery, "canaryTotalQuery": doc.CanaryTotalQuery,
+		"baselineErrorsQuery": doc.BaselineErrorsQuery, "baselineTotalQuery": doc.BaselineTotalQuery,
+	}
+	want, other := samples, counts
+	if anySet(counts) {
+		want, other = counts, samples
+	}
+	for _, field := range slices.Sorted(maps.Keys(want)) {
+		if want[field] == "" {
+			c.errorf(path+"."+field, "required")
+		}
+	}
+	for _, field := range slices.Sorted(maps.Keys(other)) {
+		if other[field] != "" {
+			c.errorf(path+"."+field, "give either canaryQuery and baselineQuery, or the four count queries, not both")
+		}
+	}
+}
+
+func anySet(m map[string]string) bool {
+	for _, v := range m {
+		if v != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // conditions compiles the success and failure conditions, so a typo is a

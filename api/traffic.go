@@ -1,9 +1,22 @@
 package api
 
 // Weights is a stable/canary split in percent; the two add up to 100.
+// A rollout with a baseline (Kubernetes mode, see Workload.Baseline)
+// splits three ways, and the three add up to 100: the baseline takes the
+// canary's share from stable, as far as stable has it.
 type Weights struct {
 	Stable int32 `json:"stable"`
 	Canary int32 `json:"canary"`
+	// Baseline is omitted when 0, so a rollout without one keeps its shape.
+	Baseline int32 `json:"baseline,omitempty"`
+}
+
+// WithBaseline splits w three ways: the baseline gets the canary's share,
+// taken from stable and capped by what stable has (at a canary weight
+// above 50 % stable gets nothing and the baseline the rest).
+func (w Weights) WithBaseline() Weights {
+	b := min(w.Canary, w.Stable)
+	return Weights{Stable: w.Stable - b, Canary: w.Canary, Baseline: b}
 }
 
 // CanaryWeights returns the split that gives the canary c percent.
@@ -30,7 +43,16 @@ type Traffic struct {
 	// (topology.kubernetes.io/zone), sent as its EDS locality; addresses
 	// not in it share one default locality.
 	EndpointZones map[string]string `json:"endpointZones,omitempty"`
-	Weights       Weights           `json:"weights"`
+	// BaselineWorkload is the pod-template hash behind the baseline side
+	// (Kubernetes mode, a rollout with Workload.Baseline): the baseline
+	// pods while a canary runs beside them, the stable's otherwise. When it
+	// is set the rollout has a third cluster, ns/name/baseline, for as long
+	// as the rollout has a baseline; BaselineEndpoints are its endpoints
+	// (empty: it carries the stable endpoints).
+	BaselineVersion   string   `json:"baselineVersion,omitempty"`
+	BaselineWorkload  string   `json:"baselineWorkload,omitempty"`
+	BaselineEndpoints []string `json:"baselineEndpoints,omitempty"`
+	Weights           Weights  `json:"weights"`
 	// HeaderRoutes send matching requests to the canary, in step order,
 	// ahead of the weighted default route.
 	HeaderRoutes []HeaderRoute `json:"headerRoutes,omitempty"`

@@ -5,6 +5,7 @@ import (
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/argoproj/argo-rollouts/utils/hash"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Mode says where rollouts run, which decides what a strategy file must
@@ -56,6 +57,38 @@ type Workload struct {
 	// sluice pins to each side's pod-template hash ("" when not named).
 	CanaryService string `json:"canaryService,omitempty"`
 	StableService string `json:"stableService,omitempty"`
+	// Baseline is set when an analysis of the rollout (a step's or the
+	// background one) uses a sluice.io/judge metric: each canary of the
+	// rollout then runs beside a baseline, fresh pods of the stable
+	// version, so that the judge compares like with like.
+	Baseline bool `json:"baseline,omitempty"`
+	// BaselineHash is the pod-template hash of this version's baseline
+	// pods: Argo's hash of spec.template with BaselineLabel added. It
+	// names the baseline's ReplicaSet "<rollout>-<hash>" and keeps its
+	// pods out of the stable Service's selector.
+	BaselineHash string `json:"baselineHash,omitempty"`
+}
+
+// BaselineLabel marks the pods of a baseline (value "true"): a baseline
+// runs the stable version's template with this label added, so its pods
+// have a pod-template hash of their own, as Argo's experiment pods do.
+const BaselineLabel = "sluice.io/baseline"
+
+// BaselineOfAnnotation, on a baseline's pod template, is the pod-template
+// hash of the canary the baseline runs beside: sluice's scheduler places
+// the baseline's pods in that canary's zones. It is not part of
+// BaselineHash, so a baseline kept for a new canary keeps its hash.
+const BaselineOfAnnotation = "sluice.io/baseline-of"
+
+// BaselineTemplate is the pod template of t's baseline: a copy of t with
+// BaselineLabel.
+func BaselineTemplate(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
+	b := t.DeepCopy()
+	if b.Labels == nil {
+		b.Labels = map[string]string{}
+	}
+	b.Labels[BaselineLabel] = "true"
+	return b
 }
 
 // workload reads what Kubernetes mode needs from the Argo spec, with
@@ -70,6 +103,7 @@ func (c *checker) workload(ro *v1alpha1.Rollout, canary *v1alpha1.CanaryStrategy
 	w := &Workload{
 		// Argo hashes the template as written, before it adds its label.
 		PodTemplateHash:       hash.ComputePodTemplateHash(&ro.Spec.Template, nil),
+		BaselineHash:          hash.ComputePodTemplateHash(BaselineTemplate(&ro.Spec.Template), nil),
 		DynamicStableScale:    canary.DynamicStableScale,
 		MinPodsPerReplicaSet:  derefOr(canary.MinPodsPerReplicaSet, DefaultMinPodsPerReplicaSet),
 		ProgressDeadline:      seconds(ro.Spec.ProgressDeadlineSeconds, DefaultProgressDeadline),

@@ -53,6 +53,7 @@ func TestKubernetesWorkload(t *testing.T) {
 		ProgressDeadline: 2 * time.Minute, ProgressDeadlineAbort: true,
 		ScaleDownDelay: DefaultScaleDownDelay, AbortScaleDownDelay: 5 * time.Second,
 		RevisionHistoryLimit: 3, CanaryService: "checkout-canary", StableService: "checkout-stable",
+		BaselineHash: w.BaselineHash,
 	}
 	if *w != want {
 		t.Errorf("workload:\n got %+v\nwant %+v", *w, want)
@@ -113,6 +114,58 @@ func TestKubernetesModeErrors(t *testing.T) {
 			got := string(diagnosticText(loadKube(t, doc).Diagnostics.Errors()))
 			if !strings.Contains(got, tc.want) {
 				t.Errorf("errors:\n%s\nwant a line containing %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// judgeTemplate is an AnalysisTemplate with one metric of provider kind.
+func judgeTemplate(provider string) string {
+	return `---
+apiVersion: argoproj.io/v1alpha1
+kind: AnalysisTemplate
+metadata: {name: judged, namespace: shop}
+spec:
+  metrics:
+  - name: m
+    provider:
+` + provider + "\n"
+}
+
+const (
+	judgeProvider = `      plugin:
+        sluice.io/judge: {address: "http://prom:9090", canaryQuery: "a", baselineQuery: "b"}`
+	promProvider = `      prometheus: {address: "http://prom:9090", query: "a"}`
+)
+
+// TestBaselineTrigger: a rollout gets a baseline in Kubernetes mode when
+// one of its analyses (a step's or the background one) runs a template
+// with a sluice.io/judge metric, and only then; its baseline hash differs
+// from the pod-template hash, always.
+func TestBaselineTrigger(t *testing.T) {
+	step := strings.Replace(kubeRollout, "steps: [{setWeight: 20}]", "steps: [{setWeight: 20}, {analysis: {templates: [{templateName: judged}]}}]", 1)
+	background := strings.Replace(kubeRollout, "      steps: [{setWeight: 20}]", "      analysis: {templates: [{templateName: judged}]}\n      steps: [{setWeight: 20}]", 1)
+	cases := []struct {
+		name, rollout, provider string
+		want                    bool
+	}{
+		{"no analysis", kubeRollout, promProvider, false},
+		{"step analysis with prometheus", step, promProvider, false},
+		{"step analysis with the judge", step, judgeProvider, true},
+		{"background analysis with the judge", background, judgeProvider, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			set := loadKube(t, tc.rollout+judgeTemplate(tc.provider))
+			if set.Diagnostics.HasErrors() || len(set.Rollouts) != 1 {
+				t.Fatalf("errors: %s", diagnosticText(set.Diagnostics))
+			}
+			w := set.Rollouts[0].Workload
+			if w.Baseline != tc.want {
+				t.Errorf("Baseline = %v, want %v", w.Baseline, tc.want)
+			}
+			if w.BaselineHash == "" || w.BaselineHash == w.PodTemplateHash {
+				t.Errorf("baseline hash %q must be set and differ from the pod-template hash %q", w.BaselineHash, w.PodTemplateHash)
 			}
 		})
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/gateway/probe"
 	"github.com/sluice-dev/sluice/internal/kubetest"
 )
@@ -77,9 +78,13 @@ func indentOpt(s string, n int) string {
 	return indent(s, n)
 }
 
+// baselineSuffix marks the answers of a baseline pod's backend.
+const baselineSuffix = " (baseline)"
+
 // podBackends serves a real gRPC backend on the IP of every pod of a
-// namespace that kwok reports Running, answering with the pod's image:
-// clients that reach version v reached a pod of v. A pod's backend stops
+// namespace that kwok reports Running, answering with the pod's image
+// (with baselineSuffix for a baseline's pod): clients that reach version v
+// reached a pod of v. A pod's backend stops
 // when the pod is deleted.
 type podBackends struct {
 	t  *testing.T
@@ -141,7 +146,11 @@ func (pb *podBackends) sync(p *corev1.Pod) {
 	if _, ok := pb.by[ip]; ok {
 		return
 	}
-	b, err := probe.NewBackend(probe.BackendOptions{Version: p.Spec.Containers[0].Image, Window: 5 * time.Second})
+	version := p.Spec.Containers[0].Image
+	if p.Labels[api.BaselineLabel] == "true" {
+		version += baselineSuffix // the stable's image: tell its calls apart
+	}
+	b, err := probe.NewBackend(probe.BackendOptions{Version: version, Window: 5 * time.Second})
 	if err != nil {
 		pb.t.Errorf("backend for pod %s: %v", p.Name, err)
 		return

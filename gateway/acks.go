@@ -95,7 +95,7 @@ func (s *Server) ackStatus(host string, v uint64, w *ackWait) (int, error) {
 	add(rds, host)
 	add(lds, EnvoyName)
 	add(rds, EnvoyName)
-	for _, side := range []Side{Stable, Canary} {
+	for _, side := range []Side{Stable, Canary, Baseline} { // add skips a side the rollout lacks
 		add(cds, ClusterName(key, side))
 		add(eds, ClusterName(key, side))
 	}

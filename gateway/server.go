@@ -245,7 +245,7 @@ func (s *Server) setTraffic(t api.Traffic, validate bool) (string, error) {
 		s.followPush(t.Host, ro.version)
 	}
 	s.log.Debug("traffic published", "rollout", t.Rollout.String(), "version", ro.version, "changed", changed,
-		"stable", t.Weights.Stable, "canary", t.Weights.Canary)
+		"stable", t.Weights.Stable, "canary", t.Weights.Canary, "baseline", t.Weights.Baseline)
 	return ro.version, nil
 }
 

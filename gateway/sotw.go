@@ -438,6 +438,7 @@ func ownsResource(ro *rolloutState, t typeIdx, name string) bool {
 	case rds:
 		return name == ro.traffic.Host
 	default:
-		return name == ClusterName(ro.traffic.Rollout, Stable) || name == ClusterName(ro.traffic.Rollout, Canary)
+		return name == ClusterName(ro.traffic.Rollout, Stable) || name == ClusterName(ro.traffic.Rollout, Canary) ||
+			hasBaseline(ro.traffic) && name == ClusterName(ro.traffic.Rollout, Baseline)
 	}
 }

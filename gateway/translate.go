@@ -26,8 +26,8 @@ type Resources struct {
 	Listener    *listenerv3.Listener                // named Host; api_listener for gRPC
 	Route       *routev3.RouteConfiguration         // named Host; one virtual host
 	VirtualHost *routev3.VirtualHost                // the same virtual host
-	Clusters    []*clusterv3.Cluster                // stable, canary
-	Endpoints   []*endpointv3.ClusterLoadAssignment // stable, canary
+	Clusters    []*clusterv3.Cluster                // stable, canary[, baseline]
+	Endpoints   []*endpointv3.ClusterLoadAssignment // stable, canary[, baseline]
 }
 
 // Translate builds the resources of one rollout's traffic. It checks the
@@ -37,17 +37,8 @@ func Translate(t api.Traffic) (*Resources, error) {
 	if err := checkTraffic(t); err != nil {
 		return nil, &ValidationError{Rollout: t.Rollout, Rule: "traffic", Err: err}
 	}
-	stableEPs, canaryEPs := t.StableEndpoints, t.CanaryEndpoints
-	if len(canaryEPs) == 0 {
-		// No canary in flight: the canary cluster carries the stable
-		// endpoints, so it exists and answers like stable.
-		canaryEPs = stableEPs
-	}
 	res := &Resources{Rollout: t.Rollout, Host: t.Host}
-	for _, s := range []struct {
-		side Side
-		eps  []string
-	}{{Stable, stableEPs}, {Canary, canaryEPs}} {
+	for _, s := range sides(t) {
 		name := ClusterName(t.Rollout, s.side)
 		cla, err := loadAssignment(name, s.eps, t.EndpointZones)
 		if err != nil {
@@ -70,6 +61,37 @@ func Translate(t api.Traffic) (*Resources, error) {
 	return res, nil
 }
 
+// side is one cluster of a rollout with its endpoints and weight.
+type side struct {
+	side   Side
+	eps    []string
+	weight int32
+}
+
+// sides are the clusters of t: stable and canary, and the baseline when t
+// has one. A side without endpoints of its own (no canary or baseline in
+// flight) carries the stable endpoints, so it exists and answers like
+// stable.
+func sides(t api.Traffic) []side {
+	orStable := func(eps []string) []string {
+		if len(eps) == 0 {
+			return t.StableEndpoints
+		}
+		return eps
+	}
+	out := []side{{Stable, t.StableEndpoints, t.Weights.Stable}, {Canary, orStable(t.CanaryEndpoints), t.Weights.Canary}}
+	if hasBaseline(t) {
+		out = append(out, side{Baseline, orStable(t.BaselineEndpoints), t.Weights.Baseline})
+	}
+	return out
+}
+
+// hasBaseline reports whether t's rollout has a baseline cluster: for as
+// long as the rollout has a baseline, so gRPC clients never drop it.
+func hasBaseline(t api.Traffic) bool {
+	return t.BaselineWorkload != "" || len(t.BaselineEndpoints) > 0
+}
+
 // checkTraffic rejects input the translation cannot represent.
 func checkTraffic(t api.Traffic) error {
 	switch {
@@ -83,10 +105,12 @@ func checkTraffic(t api.Traffic) error {
 		return fmt.Errorf("host %q must be a plain domain", t.Host)
 	case len(t.StableEndpoints) == 0:
 		return fmt.Errorf("no stable endpoints")
-	case t.Weights.Stable < 0 || t.Weights.Canary < 0:
-		return fmt.Errorf("negative weight %d/%d", t.Weights.Stable, t.Weights.Canary)
-	case t.Weights.Stable+t.Weights.Canary <= 0:
+	case t.Weights.Stable < 0 || t.Weights.Canary < 0 || t.Weights.Baseline < 0:
+		return fmt.Errorf("negative weight %d/%d/%d", t.Weights.Stable, t.Weights.Canary, t.Weights.Baseline)
+	case t.Weights.Stable+t.Weights.Canary+t.Weights.Baseline <= 0:
 		return fmt.Errorf("total weight is 0")
+	case t.Weights.Baseline > 0 && !hasBaseline(t):
+		return fmt.Errorf("baseline weight %d without a baseline", t.Weights.Baseline)
 	}
 	if sa := t.SessionAffinity; sa != nil && (sa.CookieName == "" || strings.ContainsAny(sa.CookieName, "=;, \t")) {
 		return fmt.Errorf("session affinity cookie name %q is not a cookie name", sa.CookieName)
@@ -158,10 +182,7 @@ func buildRoutes(t api.Traffic) ([]*routev3.Route, error) {
 	// gRPC skips weight-0 clusters and drops any cluster no route references;
 	// reconnecting to it later costs seconds at scale. These routes sit after
 	// the catch-all default, so they never match, but they keep the cluster.
-	for _, s := range []struct {
-		side   Side
-		weight int32
-	}{{Stable, t.Weights.Stable}, {Canary, t.Weights.Canary}} {
+	for _, s := range sides(t) {
 		if s.weight > 0 {
 			continue
 		}
@@ -193,10 +214,7 @@ func mustStringMatcher(m api.StringMatch) *matcherv3.StringMatcher {
 // cookie (Envoy only: gRPC ignores response header mutations).
 func weightedAction(t api.Traffic, sticky bool) *routev3.RouteAction {
 	wc := &routev3.WeightedCluster{}
-	for _, s := range []struct {
-		side   Side
-		weight int32
-	}{{Stable, t.Weights.Stable}, {Canary, t.Weights.Canary}} {
+	for _, s := range sides(t) {
 		if s.weight <= 0 {
 			continue
 		}

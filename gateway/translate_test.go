@@ -72,6 +72,21 @@ func TestTranslateGolden(t *testing.T) {
 			t.StableWorkload, t.CanaryWorkload = "5d7f9c", "6b8c4d"
 			t.EndpointZones = map[string]string{"10.244.0.1:8080": "zone-b", "10.244.0.2:8080": "zone-a", "10.244.0.3:8080": "zone-b", "10.244.0.9:8080": "zone-c"}
 		}},
+		{"baseline", func(t *api.Traffic) {
+			t.Weights = api.CanaryWeights(10).WithBaseline()
+			t.BaselineVersion, t.BaselineWorkload, t.BaselineEndpoints = t.StableVersion, "7c9b5d", []string{"127.0.0.1:9004"}
+		}},
+		{"baseline-weight-0", func(t *api.Traffic) {
+			// A rollout with a baseline and no canary in flight: the
+			// baseline cluster carries stable's endpoints and stays
+			// referenced.
+			t.CanaryVersion, t.CanaryEndpoints, t.Weights = t.StableVersion, nil, api.CanaryWeights(0).WithBaseline()
+			t.BaselineVersion, t.BaselineWorkload = t.StableVersion, "5d7f9c"
+		}},
+		{"baseline-stable-0", func(t *api.Traffic) {
+			t.Weights = api.CanaryWeights(60).WithBaseline()
+			t.BaselineVersion, t.BaselineWorkload, t.BaselineEndpoints = t.StableVersion, "7c9b5d", []string{"127.0.0.1:9004"}
+		}},
 		{"mirror", func(t *api.Traffic) {
 			t.Weights = api.CanaryWeights(0)
 			t.MirrorRoutes = []api.MirrorRoute{{Name: "shadow", Percentage: 35, Match: []api.RouteMatch{
@@ -187,6 +202,11 @@ func TestTranslateRejects(t *testing.T) {
 			t.MirrorRoutes = []api.MirrorRoute{{Name: "m", Percentage: 101, Match: []api.RouteMatch{{}}}}
 		}, "percentage"},
 		{"bad cookie name", func(t *api.Traffic) { t.SessionAffinity = &api.SessionAffinity{CookieName: "a=b"} }, "cookie name"},
+		{"baseline weight without a baseline", func(t *api.Traffic) { t.Weights = api.CanaryWeights(10).WithBaseline() }, "without a baseline"},
+		{"negative baseline weight", func(t *api.Traffic) {
+			t.BaselineWorkload, t.Weights = "7c9b5d", api.Weights{Stable: 100, Canary: 10, Baseline: -10}
+		}, "negative weight"},
+		{"bad baseline endpoint", func(t *api.Traffic) { t.BaselineEndpoints = []string{"127.0.0.1"} }, "endpoint"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

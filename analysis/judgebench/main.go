@@ -1,16 +1,15 @@
 // Command judgebench measures how well sluice's statistical judge gates
-// canaries, next to plain threshold conditions. It simulates canaries
-// (default 1,000 per scenario) serving 50 requests/second for a 5-minute
-// window next to a baseline with the same traffic: healthy ones, ones
-// with a +2 point error-rate regression, and ones with a +20% p99 latency
-// regression. Services differ in their typical error rate (0.2-2%) and
-// p99 (50-500ms), and during each canary the environment moves both
-// sides alike (log-normal, 30% for errors, 10% for latency). The judge
-// compares canary with baseline (10s samples, Kayenta defaults); the
-// thresholds compare the canary's whole-window values with the service's
-// typical values, as a template author would write them.
+// canaries at low traffic, next to a plain threshold and the judge as it
+// was before issue 15. Each scenario simulates canaries (default 1,000)
+// healthy and regressed, next to a baseline, over a 5-minute window of
+// 10-second steps: error rates at 1, 5 and 50 requests per second per
+// version, a canary that only gets its 10 % share of a quiet service, a
+// discrete per-step gauge, and spinnaker#6278's case. The environment
+// moves the error rate of both sides alike (log-normal, 30 % per canary
+// and 10 % per step). Every method judges the same canaries with
+// Kayenta's defaults (confidence 0.98, tolerance 0.25).
 //
-//	go run ./analysis/judgebench [-canaries 1000] [-seed 1]
+//	go run ./analysis/judgebench [-canaries 1000] [-seed 1] [-run REGEXP]
 package main
 
 import (
@@ -18,52 +17,71 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"runtime"
+	"strings"
 	"time"
 )
 
 func main() {
-	c := Config{Thresholds: []Threshold{
-		{Name: "threshold: error ≤ typical+1pt, p99 ≤ 1.15×typical", ErrorPoints: 1, LatencyFactor: 1.15},
-		{Name: "threshold: error ≤ typical+1pt, p99 ≤ 1.3×typical", ErrorPoints: 1, LatencyFactor: 1.3},
-	}}
-	flag.IntVar(&c.Canaries, "canaries", 1000, "canaries per scenario")
-	flag.IntVar(&c.RPS, "rps", 50, "requests per second to the canary and to the baseline")
+	var c Config
+	var only string
+	flag.IntVar(&c.Canaries, "canaries", 1000, "canaries per scenario, healthy and regressed each")
 	flag.DurationVar(&c.Window, "window", 5*time.Minute, "analysis window")
 	flag.DurationVar(&c.Step, "step", 10*time.Second, "judge sample step")
 	flag.Uint64Var(&c.Seed, "seed", 1, "random seed")
 	flag.IntVar(&c.Workers, "workers", runtime.GOMAXPROCS(0), "parallel workers")
+	flag.StringVar(&only, "run", "", "only the scenarios whose name matches this regular expression")
 	flag.Parse()
-	if err := validate(c); err != nil {
+	if err := validate(&c, only); err != nil {
 		fmt.Fprintln(os.Stderr, "judgebench:", err)
 		os.Exit(2)
 	}
-	Print(os.Stdout, Run(c))
+	Print(os.Stdout, Run(c, Methods), loadAverage())
 }
 
-func validate(c Config) error {
+func validate(c *Config, only string) error {
 	switch {
 	case c.Canaries <= 0:
 		return fmt.Errorf("-canaries must be positive")
-	case c.RPS <= 0:
-		return fmt.Errorf("-rps must be positive")
 	case c.Step < time.Second || c.Window < c.Step:
 		return fmt.Errorf("-step must be at least 1s and -window at least one step")
+	}
+	if only != "" {
+		re, err := regexp.Compile(only)
+		if err != nil {
+			return fmt.Errorf("-run: %w", err)
+		}
+		c.Only = re
 	}
 	return nil
 }
 
-// Print writes the result as a Markdown table: the false-abort rate on
-// healthy canaries and the detection rate of each regression.
-func Print(w io.Writer, r Result) {
+// loadAverage is the machine's 1-minute load, to note with the timings.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Fields(string(b))[0]
+}
+
+// Print writes the result as a Markdown table, one row per scenario and
+// method.
+func Print(w io.Writer, r Result, load string) {
 	c := r.Config
-	fmt.Fprintf(w, "%d canaries per scenario, %d rps, %s window, %s steps (%d samples of %d requests), seed %d, %s\n\n",
-		c.Canaries, c.RPS, c.Window, c.Step, int(c.Window/c.Step), c.RPS*int(c.Step/time.Second), c.Seed, r.Elapsed.Round(time.Millisecond))
-	fmt.Fprintln(w, "| method | false aborts (healthy) | detected +2 pt errors | detected +20% p99 |")
-	fmt.Fprintln(w, "|---|---|---|---|")
-	for _, o := range r.Outcomes {
-		n := float64(c.Canaries)
-		fmt.Fprintf(w, "| %s | %.1f%% | %.1f%% | %.1f%% |\n", o.Method,
-			100*float64(o.Aborts[Healthy])/n, 100*float64(o.Aborts[ErrorRegression])/n, 100*float64(o.Aborts[LatencyRegression])/n)
+	fmt.Fprintf(w, "%d canaries per scenario (healthy and regressed each), %s window, %s steps, seed %d; %s on %d workers, load average %s at the end\n\n",
+		c.Canaries, c.Window, c.Step, c.Seed, r.Elapsed.Round(time.Millisecond), max(c.Workers, 1), load)
+	fmt.Fprintln(w, "| scenario | method | detected (regressed) | false aborts (healthy) | undecided healthy / regressed | median time to a failing verdict |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	n := float64(c.Canaries)
+	pct := func(k int) string { return fmt.Sprintf("%.1f %%", 100*float64(k)/n) }
+	for _, t := range r.Tallies {
+		median := "—"
+		if d, ok := t.MedianAbortTime(); ok {
+			median = d.String()
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s / %s | %s |\n", t.Scenario, t.Method,
+			pct(t.Aborts[Regressed]), pct(t.Aborts[Healthy]), pct(t.Undecided[Healthy]), pct(t.Undecided[Regressed]), median)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"math/rand/v2"
+	"regexp"
 	"sort"
 	"sync"
 	"time"
@@ -11,85 +12,126 @@ import (
 	"github.com/sluice-dev/sluice/api"
 )
 
-// Config describes one simulation.
+// Config describes one benchmark run.
 type Config struct {
-	Canaries int           // per scenario
-	RPS      int           // requests per second, canary and baseline each
+	Canaries int           // per scenario and variant (healthy, regressed)
 	Window   time.Duration // analysis window (lookback)
 	Step     time.Duration // one judge sample per step
 	Seed     uint64
 	Workers  int
-	// Thresholds are the plain threshold conditions compared with the judge.
-	Thresholds []Threshold
+	// Only, when set, keeps the scenarios whose name matches.
+	Only *regexp.Regexp
 }
 
-// Threshold is a static condition of the kind written in an Argo
-// template, set per service relative to its typical values and evaluated
-// once over the whole window (its most favourable setting).
-type Threshold struct {
-	Name string
-	// ErrorPoints: abort when the window's error rate exceeds the
-	// service's typical rate by more than this many points.
-	ErrorPoints float64
-	// LatencyFactor: abort when the window's p99 exceeds the service's
-	// typical p99 times this.
-	LatencyFactor float64
-}
+// Kind is what a scenario's metric measures.
+type Kind int
 
-// Scenario is a kind of canary.
-type Scenario int
-
-// Scenarios.
+// Kinds.
 const (
-	Healthy Scenario = iota
-	ErrorRegression
-	LatencyRegression
+	// ErrorRate: requests per step, each an error with the step's rate.
+	// Judged as per-step ratios (Mann-Whitney) or as counts.
+	ErrorRate Kind = iota
+	// DiscreteGauge: one small whole number per step (retries, restarts
+	// or queue depth), Poisson. Judged as samples or, summed, as counts
+	// with one step as the unit of exposure.
+	DiscreteGauge
+	// Spinnaker6278: 10 samples; the canary has 7 of them at 100, the
+	// baseline all 1s (spinnaker/spinnaker#6278). Healthy canaries are
+	// all 1s too.
+	Spinnaker6278
 )
 
-func (s Scenario) String() string {
-	return [...]string{"healthy", "+2 pt error rate", "+20% p99 latency"}[s]
+// Scenario is a kind of canary, run healthy and regressed.
+type Scenario struct {
+	Name string
+	Kind Kind
+	// Requests per second to canary and baseline (ErrorRate).
+	CanaryRPS, BaselineRPS float64
+	// Rate is the baseline's error rate (ErrorRate) or mean (DiscreteGauge).
+	Rate float64
+	// Ratio is the regressed canary's rate over the baseline's.
+	Ratio float64
 }
 
-// Outcome counts aborts per scenario for one method.
-type Outcome struct {
-	Method string
-	Aborts [3]int
+// Scenarios are the benchmark's canaries. The 10 % share ones split a
+// quiet service's 5 req/s between canary (10 %) and stable, the baseline.
+var Scenarios = []Scenario{
+	{Name: "errors 1 %→3 %, 1 req/s each", Kind: ErrorRate, CanaryRPS: 1, BaselineRPS: 1, Rate: 0.01, Ratio: 3},
+	{Name: "errors 1 %→3 %, 5 req/s each", Kind: ErrorRate, CanaryRPS: 5, BaselineRPS: 5, Rate: 0.01, Ratio: 3},
+	{Name: "errors 1 %→3 %, canary 10 % of 5 req/s", Kind: ErrorRate, CanaryRPS: 0.5, BaselineRPS: 4.5, Rate: 0.01, Ratio: 3},
+	{Name: "errors 1 %→2 %, 50 req/s each", Kind: ErrorRate, CanaryRPS: 50, BaselineRPS: 50, Rate: 0.01, Ratio: 2},
+	{Name: "discrete gauge 0.3→0.9 per step", Kind: DiscreteGauge, Rate: 0.3, Ratio: 3},
+	{Name: "spinnaker#6278: 7 of 10 at 100 vs all 1", Kind: Spinnaker6278, Rate: 1, Ratio: 70.3},
 }
 
-// Result is the table of one simulation.
+// Variant is healthy or regressed.
+type Variant int
+
+// Variants.
+const (
+	Healthy Variant = iota
+	Regressed
+)
+
+// Verdict is one method's decision on one canary.
+type Verdict struct {
+	Abort, Undecided bool
+	At               time.Duration // when the verdict was reached
+}
+
+// Method judges one canary's data.
+type Method struct {
+	Name  string
+	Judge func(d Data, c Config) Verdict
+}
+
+// Data is what a method sees of one canary.
+type Data struct {
+	Scenario Scenario
+	Steps    []analysis.CountStep // per step: events and exposure
+	// Canary and Baseline are the per-step samples: error ratios
+	// (ErrorRate) or gauge values.
+	Canary, Baseline []float64
+}
+
+// Tally is one method's outcome on one scenario.
+type Tally struct {
+	Method, Scenario  string
+	Aborts, Undecided [2]int // by Variant
+	// AbortTimes of regressed canaries, for the median time to verdict.
+	AbortTimes []time.Duration
+}
+
+// Result is the table of one run.
 type Result struct {
-	Config   Config
-	Outcomes []Outcome // judge first, then the thresholds
-	Elapsed  time.Duration
+	Config  Config
+	Tallies []Tally // by scenario, then method
+	Elapsed time.Duration
 }
 
-// service is what one simulated canary runs against. Its typical values
-// differ between services; on the day of the canary the environment
-// (load, downstreams) moves them, the same for canary and baseline.
-type service struct {
-	typicalErr, typicalP99 float64 // what a human wrote thresholds from
-	envErr, envP99         float64 // during this canary
-}
-
-// Judge configs for the two judged metrics: Kayenta defaults, the bad
-// direction is up, both critical.
-func judgeConfig(c Config) api.JudgeProvider {
-	return api.JudgeProvider{Direction: api.DirectionIncrease, Critical: true, Lookback: c.Window, Step: c.Step}
-}
-
-// Run simulates c.Canaries canaries of every scenario.
-func Run(c Config) Result {
+// Run simulates c.Canaries canaries of each scenario and variant, on a
+// pool of c.Workers goroutines; every method judges the same canaries.
+func Run(c Config, methods []Method) Result {
 	start := time.Now()
+	var scenarios []Scenario
+	var ids []uint64 // index in Scenarios: a canary's random stream does not depend on -run
+	for i, s := range Scenarios {
+		if c.Only == nil || c.Only.MatchString(s.Name) {
+			scenarios = append(scenarios, s)
+			ids = append(ids, uint64(i))
+		}
+	}
+	res := Result{Config: c}
+	for _, s := range scenarios {
+		for _, m := range methods {
+			res.Tallies = append(res.Tallies, Tally{Method: m.Name, Scenario: s.Name})
+		}
+	}
 	type job struct {
-		idx int
-		sc  Scenario
+		sc, idx int
+		v       Variant
 	}
 	jobs := make(chan job)
-	res := Result{Config: c, Outcomes: make([]Outcome, 1+len(c.Thresholds))}
-	res.Outcomes[0].Method = "judge (Mann-Whitney, confidence 0.98, tolerance 0.25)"
-	for i, th := range c.Thresholds {
-		res.Outcomes[1+i].Method = th.Name
-	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for range max(c.Workers, 1) {
@@ -98,24 +140,34 @@ func Run(c Config) Result {
 			defer wg.Done()
 			for j := range jobs {
 				// One stream per canary: results do not depend on scheduling.
-				rng := rand.New(rand.NewPCG(c.Seed, uint64(j.sc)<<32|uint64(j.idx)))
-				judged, thresholds := simulate(rng, c, j.sc)
-				mu.Lock()
-				if judged {
-					res.Outcomes[0].Aborts[j.sc]++
+				rng := rand.New(rand.NewPCG(c.Seed, ids[j.sc]<<40|uint64(j.v)<<32|uint64(j.idx)))
+				d := simulate(rng, c, scenarios[j.sc], j.v)
+				verdicts := make([]Verdict, len(methods))
+				for i, m := range methods {
+					verdicts[i] = m.Judge(d, c)
 				}
-				for i, a := range thresholds {
-					if a {
-						res.Outcomes[1+i].Aborts[j.sc]++
+				mu.Lock()
+				for i, v := range verdicts {
+					t := &res.Tallies[j.sc*len(methods)+i]
+					switch {
+					case v.Abort:
+						t.Aborts[j.v]++
+						if j.v == Regressed {
+							t.AbortTimes = append(t.AbortTimes, v.At)
+						}
+					case v.Undecided:
+						t.Undecided[j.v]++
 					}
 				}
 				mu.Unlock()
 			}
 		}()
 	}
-	for sc := Healthy; sc <= LatencyRegression; sc++ {
-		for i := range c.Canaries {
-			jobs <- job{i, sc}
+	for sc := range scenarios {
+		for _, v := range []Variant{Healthy, Regressed} {
+			for i := range c.Canaries {
+				jobs <- job{sc, i, v}
+			}
 		}
 	}
 	close(jobs)
@@ -124,83 +176,75 @@ func Run(c Config) Result {
 	return res
 }
 
-// simulate runs one canary: it reports whether the judge aborts and, per
-// threshold, whether the threshold aborts.
-func simulate(rng *rand.Rand, c Config, sc Scenario) (bool, []bool) {
-	s := service{
-		typicalErr: logUniform(rng, 0.002, 0.02),
-		typicalP99: logUniform(rng, 0.05, 0.5),
+// MedianAbortTime is the median time to a failing verdict of the
+// regressed canaries that were aborted.
+func (t Tally) MedianAbortTime() (time.Duration, bool) {
+	if len(t.AbortTimes) == 0 {
+		return 0, false
 	}
-	s.envErr = s.typicalErr * math.Exp(rng.NormFloat64()*0.3)
-	s.envP99 = s.typicalP99 * math.Exp(rng.NormFloat64()*0.1)
+	s := append([]time.Duration(nil), t.AbortTimes...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2], true
+}
 
+// simulate draws one canary. The environment moves the baseline rate for
+// both sides alike: per canary (log-normal, 30 %) and per step (10 %).
+func simulate(rng *rand.Rand, c Config, s Scenario, v Variant) Data {
 	steps := int(c.Window / c.Step)
-	perStep := c.RPS * int(c.Step/time.Second)
-	canaryErr, baseErr := make([]float64, steps), make([]float64, steps)
-	canaryP99, baseP99 := make([]float64, steps), make([]float64, steps)
-	var canaryErrors int
-	canaryLat := make([]float64, 0, steps*perStep)
-	lat := make([]float64, perStep)
-	for i := range steps {
-		// Load moves from step to step, for both sides alike.
-		e := s.envErr * math.Exp(rng.NormFloat64()*0.1)
-		p := s.envP99 * math.Exp(rng.NormFloat64()*0.05)
-		ce, cp := e, p
-		switch sc {
-		case ErrorRegression:
-			ce = e + 0.02
-		case LatencyRegression:
-			cp = p * 1.2
+	ratio := 1.0
+	if v == Regressed {
+		ratio = s.Ratio
+	}
+	d := Data{Scenario: s}
+	switch s.Kind {
+	case Spinnaker6278:
+		d.Canary, d.Baseline = make([]float64, 10), make([]float64, 10)
+		for i := range d.Canary {
+			d.Canary[i], d.Baseline[i] = 1, 1
 		}
-		be := binomial(rng, perStep, e)
-		cerr := binomial(rng, perStep, ce)
-		canaryErrors += cerr
-		baseErr[i] = float64(be) / float64(perStep)
-		canaryErr[i] = float64(cerr) / float64(perStep)
-		baseP99[i] = p99(rng, lat, p)
-		canaryP99[i] = p99(rng, lat, cp)
-		canaryLat = append(canaryLat, lat...)
+		if v == Regressed {
+			for _, i := range rng.Perm(10)[:7] {
+				d.Canary[i] = 100
+			}
+		}
+		for i := range d.Canary {
+			d.Steps = append(d.Steps, analysis.CountStep{CanaryEvents: d.Canary[i], CanaryTotal: 1, BaselineEvents: d.Baseline[i], BaselineTotal: 1})
+		}
+		return d
+	case DiscreteGauge:
+		env := s.Rate * math.Exp(0.3*rng.NormFloat64())
+		for range steps {
+			e := env * math.Exp(0.1*rng.NormFloat64())
+			cv, bv := poisson(rng, e*ratio), poisson(rng, e)
+			d.Canary, d.Baseline = append(d.Canary, cv), append(d.Baseline, bv)
+			d.Steps = append(d.Steps, analysis.CountStep{CanaryEvents: cv, CanaryTotal: 1, BaselineEvents: bv, BaselineTotal: 1})
+		}
+		return d
 	}
-	cfg := judgeConfig(c)
-	judged := analysis.RunScore([]analysis.MetricScore{
-		{Class: analysis.Judge(canaryErr, baseErr, cfg).Class, Critical: true},
-		{Class: analysis.Judge(canaryP99, baseP99, cfg).Class, Critical: true},
-	})
-	judgeAborts := analysis.ScorePhase(judged) == analysis.PhaseFailed
-
-	windowErr := float64(canaryErrors) / float64(steps*perStep)
-	windowP99 := quantile(canaryLat, 0.99)
-	out := make([]bool, len(c.Thresholds))
-	for i, th := range c.Thresholds {
-		out[i] = windowErr > s.typicalErr+th.ErrorPoints/100 || windowP99 > s.typicalP99*th.LatencyFactor
+	secs := c.Step.Seconds()
+	cn, bn := int(math.Round(s.CanaryRPS*secs)), int(math.Round(s.BaselineRPS*secs))
+	env := s.Rate * math.Exp(0.3*rng.NormFloat64())
+	for range steps {
+		e := env * math.Exp(0.1*rng.NormFloat64())
+		ce, be := binomial(rng, cn, math.Min(e*ratio, 1)), binomial(rng, bn, e)
+		d.Steps = append(d.Steps, analysis.CountStep{CanaryEvents: float64(ce), CanaryTotal: float64(cn), BaselineEvents: float64(be), BaselineTotal: float64(bn)})
+		d.Canary = append(d.Canary, ratioOrNaN(ce, cn))
+		d.Baseline = append(d.Baseline, ratioOrNaN(be, bn))
 	}
-	return judgeAborts, out
+	return d
 }
 
-// p99 draws n request latencies (log-normal, sigma 0.5, scaled so the
-// true p99 is target) into buf and returns their empirical p99. The last
-// draw stays in buf for the window's own p99.
-func p99(rng *rand.Rand, buf []float64, target float64) float64 {
-	const sigma = 0.5
-	mu := math.Log(target) - 2.3263478740408408*sigma
-	for i := range buf {
-		buf[i] = math.Exp(mu + sigma*rng.NormFloat64())
+// ratioOrNaN is errors/requests, NaN without requests (what Prometheus
+// returns for 0/0).
+func ratioOrNaN(errors, requests int) float64 {
+	if requests == 0 {
+		return math.NaN()
 	}
-	return quantile(buf, 0.99)
+	return float64(errors) / float64(requests)
 }
 
-func quantile(v []float64, q float64) float64 {
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	return s[int(math.Ceil(q*float64(len(s))))-1]
-}
-
-func logUniform(rng *rand.Rand, lo, hi float64) float64 {
-	return math.Exp(math.Log(lo) + rng.Float64()*(math.Log(hi)-math.Log(lo)))
-}
-
-// binomial draws Binomial(n, p) by summing Bernoulli trials: n is a few
-// hundred, so this is fast enough and obviously right.
+// binomial draws Binomial(n, p) by summing Bernoulli trials: n is at most
+// a few hundred, so this is fast enough and obviously right.
 func binomial(rng *rand.Rand, n int, p float64) int {
 	k := 0
 	for range n {
@@ -209,4 +253,27 @@ func binomial(rng *rand.Rand, n int, p float64) int {
 		}
 	}
 	return k
+}
+
+// poisson draws Poisson(lambda) by Knuth's method (lambda is small).
+func poisson(rng *rand.Rand, lambda float64) float64 {
+	l, k, p := math.Exp(-lambda), 0.0, 1.0
+	for {
+		p *= rng.Float64()
+		if p <= l {
+			return k
+		}
+		k++
+	}
+}
+
+// judgeConfig is the judge as a user would configure it: Kayenta's
+// defaults (confidence 0.98, tolerance 0.25, 20 samples), bad direction
+// up. The spinnaker#6278 case has 10 samples, so minSamples is 10 there.
+func judgeConfig(d Data) api.JudgeProvider {
+	c := analysis.JudgeConfig(api.JudgeProvider{Direction: api.DirectionIncrease})
+	if d.Scenario.Kind == Spinnaker6278 {
+		c.MinSamples = 10
+	}
+	return c
 }

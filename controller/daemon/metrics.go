@@ -50,6 +50,9 @@ func (c *rolloutCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.weight, prometheus.GaugeValue, float64(s.Weights.Stable), s.Namespace, s.Name, "stable")
 		ch <- prometheus.MustNewConstMetric(c.weight, prometheus.GaugeValue, float64(s.Weights.Canary), s.Namespace, s.Name, "canary")
+		if s.Weights.Baseline > 0 {
+			ch <- prometheus.MustNewConstMetric(c.weight, prometheus.GaugeValue, float64(s.Weights.Baseline), s.Namespace, s.Name, "baseline")
+		}
 		ch <- prometheus.MustNewConstMetric(c.step, prometheus.GaugeValue, float64(s.StepIndex), s.Namespace, s.Name)
 	}
 }

@@ -171,6 +171,7 @@ func (m *machine) startRun(kind RunKind, a api.Analysis) string {
 		api.ArgRollout:   m.s.Key.Name,
 		api.ArgNamespace: m.s.Key.Namespace,
 	}
+	m.hashArgs(args)
 	m.s.Runs = append(m.s.Runs, Run{Name: name, Kind: kind, Step: m.s.StepIndex, Phase: AnalysisPending, Analysis: a, Args: args})
 	m.trimRuns()
 	m.emit(StartAnalysis{Rollout: m.s.Key, Run: name, Kind: kind, Analysis: a, Args: args})
@@ -244,11 +245,13 @@ func (m *machine) promote(reason string) {
 	m.stopAll()
 	m.s.BackgroundRun = ""
 	oldVersion, oldHash, oldSpec := m.s.StableVersion, m.s.StableHash, m.s.StableSpec
+	baseline := m.s.runningBaseline()
 	m.s.StableVersion = m.s.CanaryVersion
 	m.s.StableHash = m.s.CanaryHash
 	m.s.StableSpec = m.s.Spec
 	m.s.CanaryVersion = ""
 	m.s.CanaryHash = ""
+	m.s.BaselineHash = ""
 	m.s.Weights = api.CanaryWeights(0)
 	m.s.HeaderRoutes = nil
 	m.s.MirrorRoutes = nil
@@ -259,6 +262,7 @@ func (m *machine) promote(reason string) {
 	if oldHash != m.s.StableHash {
 		m.drain(oldVersion, oldHash, oldSpec, m.s.workload().ScaleDownDelay)
 	}
+	m.drainBaseline(baseline, m.s.workload().ScaleDownDelay)
 }
 
 // promoteFull promotes at once (sluice promote --full); in Kubernetes mode
@@ -297,11 +301,13 @@ func (m *machine) abort(reason string) {
 // returnToStable moves an aborted canary's traffic back to stable; its
 // pods drain after the ACK and abortScaleDownDelay.
 func (m *machine) returnToStable() {
+	baseline := m.s.runningBaseline()
 	m.s.Weights = api.CanaryWeights(0)
 	m.s.HeaderRoutes = nil
 	m.s.MirrorRoutes = nil
 	m.settleTraffic(SettleAbort, nil)
 	m.drain(m.s.CanaryVersion, m.s.CanaryHash, m.s.Spec, m.s.workload().AbortScaleDownDelay)
+	m.drainBaseline(baseline, m.s.workload().AbortScaleDownDelay)
 }
 
 func attemptDetail(attempt int) []string {

@@ -47,6 +47,7 @@ func (m *machine) first(commit string, r *api.Rollout) {
 	m.s.StableHash = specHash(r)
 	m.s.StableSpec = r
 	m.s.CanaryVersion = ""
+	m.s.BaselineHash = ""
 	m.s.Weights = api.CanaryWeights(0)
 	m.s.StepIndex = m.s.StepCount()
 	m.s.Cursor = CursorDone
@@ -154,11 +155,13 @@ func (m *machine) rollback(commit string, r *api.Rollout) {
 	m.clearWait()
 	m.s.BackgroundRun = ""
 	canaryVersion, canaryHash, canarySpec := m.s.CanaryVersion, m.s.CanaryHash, m.s.Spec
+	baseline := m.s.runningBaseline()
 	m.s.Spec = r
 	m.s.StableSpec = r
 	m.s.Commit = commit
 	m.s.CanaryVersion = ""
 	m.s.CanaryHash = ""
+	m.s.BaselineHash = ""
 	m.s.Aborted = false
 	m.s.AbortReason = ""
 	m.s.Attempt = 0
@@ -171,6 +174,7 @@ func (m *machine) rollback(commit string, r *api.Rollout) {
 	if served {
 		m.drain(canaryVersion, canaryHash, canarySpec, m.s.workload().AbortScaleDownDelay)
 	}
+	m.drainBaseline(baseline, m.s.workload().AbortScaleDownDelay)
 }
 
 // newCanary starts the steps from the first for r's version; a canary in
@@ -182,6 +186,7 @@ func (m *machine) newCanary(commit string, r *api.Rollout) {
 	}
 	served := m.s.canaryServed()
 	oldVersion, oldHash, oldSpec := m.s.CanaryVersion, m.s.CanaryHash, m.s.Spec
+	baseline := m.s.runningBaseline()
 	m.stopAll()
 	m.clearWait() // an abort waiting for stable pods: its traffic moves now
 	m.s.Spec = r
@@ -191,6 +196,7 @@ func (m *machine) newCanary(commit string, r *api.Rollout) {
 	m.s.BackgroundRun = ""
 	m.s.CanaryVersion = r.Version
 	m.s.CanaryHash = specHash(r)
+	m.s.BaselineHash = m.s.newBaselineHash()
 	m.s.Aborted = false
 	m.s.AbortReason = ""
 	m.s.Attempt = 0
@@ -203,6 +209,7 @@ func (m *machine) newCanary(commit string, r *api.Rollout) {
 	if served && oldHash != m.s.CanaryHash {
 		m.drain(oldVersion, oldHash, oldSpec, m.s.workload().ScaleDownDelay)
 	}
+	m.drainBaseline(baseline, m.s.workload().ScaleDownDelay)
 	reason := fmt.Sprintf("canary %s against stable %s", r.Version, m.s.StableVersion)
 	if r.Version == m.s.StableVersion {
 		reason = fmt.Sprintf("canary %s (pod template %s) against stable %s (pod template %s)", r.Version, m.s.CanaryHash, m.s.StableVersion, m.s.StableHash)

@@ -78,7 +78,7 @@ func (m *machine) drainTimerFired(id string) bool {
 func (m *machine) dropActiveDrains() {
 	var keep []Drain
 	for _, d := range m.s.Drains {
-		if d.Hash == m.s.StableHash || m.s.canaryServed() && d.Hash == m.s.CanaryHash {
+		if h, ok := m.s.baseline(); d.Hash == m.s.StableHash || m.s.canaryServed() && d.Hash == m.s.CanaryHash || ok && d.Hash == h {
 			m.cancelDrainTimer(d)
 			continue
 		}

@@ -35,9 +35,11 @@ const (
 // once, but keeping them apart means neither can cancel the other.
 type PodWait struct {
 	Kind WaitKind `json:"kind"`
-	// Canary and Stable are the Ready pods each side needs (0: none).
-	Canary int32 `json:"canary,omitempty"`
-	Stable int32 `json:"stable,omitempty"`
+	// Canary, Stable and Baseline are the Ready pods each side needs (0:
+	// none).
+	Canary   int32 `json:"canary,omitempty"`
+	Stable   int32 `json:"stable,omitempty"`
+	Baseline int32 `json:"baseline,omitempty"`
 	// Progress counts the needed pods that were Ready when the deadline
 	// was last armed: more Ready pods than that re-arm it.
 	Progress int32 `json:"progress,omitempty"`
@@ -49,7 +51,7 @@ type PodWait struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// waitNeeds lists the sides a wait needs, canary first.
+// waitNeeds lists the sides a wait needs: canary, baseline, stable.
 func (s State) waitNeeds() []WorkloadStatus {
 	w := s.Wait
 	if w == nil {
@@ -58,6 +60,9 @@ func (s State) waitNeeds() []WorkloadStatus {
 	var out []WorkloadStatus
 	if w.Canary > 0 {
 		out = append(out, WorkloadStatus{Role: RoleCanary, Hash: s.CanaryHash, Desired: w.Canary, Ready: s.pods(s.CanaryHash).Ready})
+	}
+	if h, ok := s.baseline(); ok && w.Baseline > 0 {
+		out = append(out, WorkloadStatus{Role: RoleBaseline, Hash: h, Desired: w.Baseline, Ready: s.pods(h).Ready})
 	}
 	if w.Stable > 0 {
 		out = append(out, WorkloadStatus{Role: RoleStable, Hash: s.StableHash, Desired: w.Stable, Ready: s.pods(s.StableHash).Ready})
@@ -111,8 +116,13 @@ func (s State) progressDeadline() Timer {
 // pods, and reports whether traffic must still wait. A new wait arms the
 // progress deadline; more Ready pods re-arm it.
 func (m *machine) await(kind WaitKind, canary, stable int32, reason string) bool {
+	return m.awaitWith(PodWait{Kind: kind, Canary: canary, Stable: stable, Reason: reason})
+}
+
+// awaitWith is await for a wait that may also need baseline pods.
+func (m *machine) awaitWith(w PodWait) bool {
+	kind := w.Kind
 	prev := m.s.Wait
-	w := PodWait{Kind: kind, Canary: canary, Stable: stable, Reason: reason}
 	fresh := prev == nil || prev.Kind != kind
 	if fresh {
 		m.clearWait()
@@ -159,26 +169,35 @@ func (m *machine) clearWait() {
 
 // stepWaits reports whether entering st must wait for pods: when it raises
 // the canary's share or sets its scale, the canary needs the pods of its
-// new size; when it raises the stable's share (dynamicStableScale shrank
-// it, or it lost pods), the stable needs the pods of its new weight.
+// new size, and so does the baseline when there is one (it is the
+// canary's size and gets the canary's share); when it raises the
+// stable's share (dynamicStableScale shrank it, or it lost pods), the
+// stable needs the pods of its new weight.
 func (m *machine) stepWaits(st api.Step) bool {
 	if !m.s.kubernetes() {
 		return false
 	}
-	target := m.s.Weights
+	target, now := m.s.Weights, m.s.Weights
 	if st.Kind == api.StepSetWeight {
 		target = api.CanaryWeights(min(max(st.Weight, 0), 100))
 	}
-	var canary, stable int32
-	if target.Canary > m.s.Weights.Canary || st.CanaryScale != nil {
-		canary = max(m.s.canaryCount(target.Canary, m.s.StepIndex), m.s.replicasFor(target.Canary))
+	_, baseline := m.s.baseline()
+	if baseline {
+		target, now = target.WithBaseline(), now.WithBaseline()
 	}
-	if target.Stable > m.s.Weights.Stable {
+	w := PodWait{Kind: WaitStep}
+	if target.Canary > now.Canary || st.CanaryScale != nil {
+		w.Canary = max(m.s.canaryCount(target.Canary, m.s.StepIndex), m.s.replicasFor(target.Canary))
+		if baseline {
+			w.Baseline = w.Canary
+		}
+	}
+	if target.Stable > now.Stable {
 		// Without dynamicStableScale stable runs its full replicas and
 		// this only waits when it lost pods.
-		stable = m.s.replicasFor(target.Stable)
+		w.Stable = m.s.replicasFor(target.Stable)
 	}
-	return m.await(WaitStep, canary, stable, "")
+	return m.awaitWith(w)
 }
 
 // promotionWaits reports whether a promotion must wait for the canary to

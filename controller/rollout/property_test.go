@@ -62,6 +62,9 @@ func genSpec(src source, kube bool) *api.Rollout {
 		kv["dss"] = fmt.Sprint(src.IntN(2) == 0)
 		kv["deadlineAbort"] = fmt.Sprint(src.IntN(2) == 0)
 		if src.IntN(2) == 0 {
+			kv["baseline"] = "b-" + kv["hash"] // a judged rollout: canaries run beside a baseline
+		}
+		if src.IntN(2) == 0 {
 			kv["steps"] = genKubeSteps[src.IntN(len(genKubeSteps))]
 		}
 	}
@@ -326,7 +329,8 @@ func checkTransition(prev, next State, ev Event, acts []Action) error {
 	for _, a := range acts {
 		if st, ok := a.(SetTraffic); ok {
 			w := st.Traffic.Weights
-			if w.Stable+w.Canary != 100 || w.Canary < 0 || w.Stable < 0 {
+			if w.Stable+w.Canary+w.Baseline != 100 || w.Canary < 0 || w.Stable < 0 || w.Baseline < 0 || w.Baseline > w.Canary ||
+				w.Baseline > 0 && st.Traffic.BaselineWorkload == "" {
 				return fmt.Errorf("SetTraffic with weights %+v", w)
 			}
 			last = &st

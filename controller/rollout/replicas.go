@@ -153,6 +153,9 @@ func (s State) desiredSets() []WorkloadSet {
 	if s.canaryServed() && s.CanaryHash != "" && s.CanaryHash != s.StableHash {
 		sets = append(sets, WorkloadSet{Role: RoleCanary, Version: s.CanaryVersion, Hash: s.CanaryHash, Replicas: s.canaryReplicas(), Spec: s.Spec})
 	}
+	if h, ok := s.baseline(); ok {
+		sets = append(sets, WorkloadSet{Role: RoleBaseline, Version: s.StableVersion, Hash: h, Replicas: s.baselineReplicas(h), Spec: stableSpec})
+	}
 	for _, d := range s.Drains {
 		// A draining version keeps its pods, and more if the rollout's
 		// replicas grew while clients may still route to it.

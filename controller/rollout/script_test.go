@@ -184,7 +184,9 @@ func canaryScaleOf(args []string) (*api.CanaryScale, error) {
 
 // workloadOf builds the Kubernetes-mode part of a spec from `hash=H
 // replicas=N dss=true min=N deadline=D deadlineAbort=true delay=D
-// abortDelay=D`; nil without hash= (standalone mode).
+// abortDelay=D baseline=B` (baseline=B: the rollout wants a baseline,
+// and B is this version's baseline hash); nil without hash= (standalone
+// mode).
 func workloadOf(kv map[string]string) (*api.Workload, error) {
 	if kv["hash"] == "" {
 		return nil, nil
@@ -198,6 +200,8 @@ func workloadOf(kv map[string]string) (*api.Workload, error) {
 		ScaleDownDelay:        api.DefaultScaleDownDelay,
 		AbortScaleDownDelay:   api.DefaultAbortScaleDownDelay,
 		RevisionHistoryLimit:  api.DefaultRevisionHistoryLimit,
+		Baseline:              kv["baseline"] != "",
+		BaselineHash:          kv["baseline"],
 	}
 	if v, ok := kv["min"]; ok {
 		n, err := strconv.Atoi(v)
@@ -427,8 +431,14 @@ func formatAction(a Action) string {
 	case SetTraffic:
 		t := a.Traffic
 		s := fmt.Sprintf("set-traffic gen=%d stable=%s:%d canary=%s:%d", a.Gen, t.StableVersion, t.Weights.Stable, t.CanaryVersion, t.Weights.Canary)
+		if t.BaselineWorkload != "" {
+			s += fmt.Sprintf(" baseline=%s:%d", t.BaselineVersion, t.Weights.Baseline)
+		}
 		if t.StableWorkload != "" || t.CanaryWorkload != "" {
 			s += fmt.Sprintf(" pods=%s/%s", t.StableWorkload, t.CanaryWorkload)
+		}
+		if t.BaselineWorkload != "" {
+			s += "/" + t.BaselineWorkload
 		}
 		for _, r := range t.HeaderRoutes {
 			s += " header=" + r.Name
@@ -470,6 +480,9 @@ func formatAction(a Action) string {
 func formatState(s State) string {
 	out := fmt.Sprintf("-> %s step=%d/%d cursor=%s w=%d/%d stable=%s canary=%s",
 		s.Phase, s.StepIndex, s.StepCount(), s.Cursor, s.Weights.Stable, s.Weights.Canary, s.StableVersion, s.CanaryVersion)
+	if w := s.routedWeights(); w.Baseline > 0 {
+		out = strings.Replace(out, fmt.Sprintf(" w=%d/%d ", s.Weights.Stable, s.Weights.Canary), fmt.Sprintf(" w=%d/%d/%d ", w.Stable, w.Canary, w.Baseline), 1)
+	}
 	if out = strings.Replace(out, "cursor= ", "cursor=Enter ", 1); s.Timer != nil {
 		out += " timer=" + s.Timer.ID
 	}
@@ -504,6 +517,11 @@ func formatState(s State) string {
 
 // checkInvariants are the properties every state must have.
 func checkInvariants(s State) error {
+	if rw := s.routedWeights(); rw.Baseline < 0 || rw.Stable < 0 || rw.Stable+rw.Canary+rw.Baseline != 100 || rw.Baseline > rw.Canary {
+		if s.Spec != nil {
+			return fmt.Errorf("bad routed weights %+v", rw)
+		}
+	}
 	w := s.Weights
 	if w.Stable < 0 || w.Stable > 100 || w.Canary < 0 || w.Canary > 100 || w.Stable+w.Canary != 100 {
 		if s.Spec != nil {

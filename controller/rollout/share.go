@@ -23,12 +23,25 @@ func (s State) share(hash string) int32 {
 	return 0
 }
 
-// trafficShares are the shares of traffic t gives each pod-template hash.
+// trafficShares are the shares of traffic t gives each pod-template hash
+// (stable, canary, then the baseline when t has one).
 func trafficShares(t api.Traffic) []Share {
-	if t.StableWorkload == t.CanaryWorkload {
-		return []Share{{Hash: t.StableWorkload, Weight: t.Weights.Stable + t.Weights.Canary}}
+	var out []Share
+	add := func(hash string, w int32) {
+		for i := range out {
+			if out[i].Hash == hash {
+				out[i].Weight += w
+				return
+			}
+		}
+		out = append(out, Share{Hash: hash, Weight: w})
 	}
-	return []Share{{Hash: t.StableWorkload, Weight: t.Weights.Stable}, {Hash: t.CanaryWorkload, Weight: t.Weights.Canary}}
+	add(t.StableWorkload, t.Weights.Stable)
+	add(t.CanaryWorkload, t.Weights.Canary)
+	if t.BaselineWorkload != "" {
+		add(t.BaselineWorkload, t.Weights.Baseline)
+	}
+	return out
 }
 
 // sharePushed records traffic just pushed: until its ACK, clients may

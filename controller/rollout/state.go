@@ -164,6 +164,10 @@ type State struct {
 	// StableSpec is the rollout the stable version came from: its template
 	// builds the stable ReplicaSet, also after a restart mid-canary.
 	StableSpec *api.Rollout `json:"stableSpec,omitempty"`
+	// BaselineHash is the pod-template hash of the baseline the current
+	// canary runs beside (Kubernetes mode, a rollout whose analysis uses
+	// the judge; see baseline.go), fixed when the canary starts; "" none.
+	BaselineHash string `json:"baselineHash,omitempty"`
 	// CanaryVersion is "" when no canary is in flight; after an abort it
 	// keeps the aborted version.
 	CanaryVersion string `json:"canaryVersion,omitempty"`

@@ -84,7 +84,7 @@ func (s State) Status() Status {
 		CanaryVersion: s.CanaryVersion,
 		StepIndex:     s.StepIndex,
 		StepCount:     s.StepCount(),
-		Weights:       s.Weights,
+		Weights:       s.routedWeights(),
 		HeaderRoutes:  append([]api.HeaderRoute{}, s.HeaderRoutes...),
 		AnalysisRuns:  []RunStatus{},
 		Aborted:       s.Aborted,

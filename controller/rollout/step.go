@@ -108,7 +108,7 @@ func (m *machine) newAlert(ev AlertEvent, commit, reason string, detail ...strin
 		Version:  version,
 		Commit:   commit,
 		Reason:   reason,
-		Weights:  m.s.Weights,
+		Weights:  m.s.routedWeights(),
 	}
 	return a
 }

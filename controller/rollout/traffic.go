@@ -22,6 +22,7 @@ func (s State) Traffic() api.Traffic {
 		// stable pods before its traffic moves back.
 		t.CanaryVersion, t.CanaryWorkload = s.StableVersion, s.StableHash
 	}
+	s.baselineTraffic(&t)
 	if s.Spec == nil || s.Spec.XDS == nil {
 		return t
 	}

@@ -69,6 +69,23 @@ var (
 	kdAwaitAck   = append(kdHealthy[:len(kdHealthy):len(kdHealthy)], "change d2 commit=bbbbbbb2", "pods h2 ready=1")
 	kdPause      = append(kdAwaitAck[:len(kdAwaitAck):len(kdAwaitAck)], "ack", "pods h1 ready=1")
 	kdAbortWaits = append(kdPause[:len(kdPause):len(kdPause)], "abort")
+
+	// With a baseline (the rollout's analysis uses the judge): b1 is v1's
+	// baseline hash.
+	kbSpecs = []string{
+		`spec b1 version=v1 hash=h1 baseline=b1 replicas=2 ` + kSteps,
+		`spec b2 version=v2 hash=h2 baseline=b2 replicas=2 ` + kSteps,
+		`spec b3 version=v3 hash=h3 baseline=b3 replicas=2 ` + kSteps,
+		`spec b2-nojudge version=v2 hash=h2 replicas=2 ` + kSteps,
+	}
+	kbHealthy      = append(kbSpecs[:len(kbSpecs):len(kbSpecs)], "change b1 commit=aaaaaaa1", "pods h1 ready=2", "ack")
+	kbAwaitPods    = append(kbHealthy[:len(kbHealthy):len(kbHealthy)], "change b2 commit=bbbbbbb2")
+	kbAwaitBase    = append(kbAwaitPods[:len(kbAwaitPods):len(kbAwaitPods)], "pods h2 ready=1")
+	kbPause        = append(kbAwaitBase[:len(kbAwaitBase):len(kbAwaitBase)], "pods b1 ready=1", "ack")
+	kbPromoWait    = append(kbPause[:len(kbPause):len(kbPause)], "promote-full")
+	kbPromoting    = append(kbPromoWait[:len(kbPromoWait):len(kbPromoWait)], "pods h2 ready=2")
+	kbPromoAcked   = append(kbPromoting[:len(kbPromoting):len(kbPromoting)], "ack")
+	kbAbortedAcked = append(kbPause[:len(kbPause):len(kbPause)], "abort", "ack")
 )
 
 // kindOf names an action for the table: its type, or the event of an alert.
@@ -212,6 +229,20 @@ func TestTransitions(t *testing.T) {
 		{"k8s: dynamic stable abort waits for stable pods", kdPause, "abort", PhaseProgressing, 1, 50, true, []string{"scale-workloads", "cancel-timer", "start-timer", "rollout-aborted"}},
 		{"k8s: stable pods back move the aborted traffic", kdAbortWaits, "pods h1 ready=2", PhaseProgressing, 1, 0, true, []string{"set-traffic", "scale-workloads", "cancel-timer"}},
 		{"k8s: pods report in standalone mode ignored", pHealthy, "pods h1 ready=1", PhaseHealthy, 5, 0, false, nil},
+
+		// Kubernetes mode with a baseline.
+		{"k8s baseline: a new version starts canary and baseline together", kbHealthy, "change b2 commit=bbbbbbb2", PhaseProgressing, 0, 0, false, []string{"set-traffic", "scale-workloads", "rollout-started", "start-timer"}},
+		{"k8s baseline: canary pods ready still wait for the baseline's", kbAwaitPods, "pods h2 ready=1", PhaseProgressing, 0, 0, false, []string{"cancel-timer", "start-timer"}},
+		{"k8s baseline: baseline pods ready push the three-way split", kbAwaitBase, "pods b1 ready=1", PhaseProgressing, 0, 50, false, []string{"set-traffic", "cancel-timer"}},
+		{"k8s baseline: abort takes canary and baseline traffic back, both drain", kbPause, "abort", PhaseProgressing, 1, 0, true, []string{"set-traffic", "scale-workloads", "cancel-timer", "rollout-aborted"}},
+		{"k8s baseline: abort ack starts both delays", append(kbPause[:len(kbPause):len(kbPause)], "abort"), "ack", PhaseDegraded, 1, 0, true, []string{"start-timer", "start-timer"}},
+		{"k8s baseline: the baseline's delay ends its pods", kbAbortedAcked, "fire scaledown/b1", PhaseDegraded, 1, 0, true, []string{"scale-workloads"}},
+		{"k8s baseline: promotion waits for the canary only", kbPause, "promote-full", PhaseProgressing, 5, 50, false, []string{"scale-workloads", "cancel-timer", "start-timer"}},
+		{"k8s baseline: promotion takes the baseline's traffic, it drains", kbPromoWait, "pods h2 ready=2", PhaseProgressing, 5, 0, false, []string{"set-traffic", "scale-workloads", "cancel-timer"}},
+		{"k8s baseline: promotion ack starts the baseline's delay with the old stable's", kbPromoting, "ack", PhaseHealthy, 5, 0, false, []string{"start-timer", "start-timer", "rollout-completed"}},
+		{"k8s baseline: gone after its delay", kbPromoAcked, "fire scaledown/b1", PhaseHealthy, 5, 0, false, []string{"scale-workloads"}},
+		{"k8s baseline: an edit that drops the judge mid-canary keeps the baseline and its traffic", kbPause, "change b2-nojudge commit=ccccccc3 class=StrategyEdit", PhasePaused, 1, 50, false, []string{}},
+		{"k8s baseline: a new canary against the same stable keeps the baseline", kbPause, "change b3 commit=ccccccc3", PhaseProgressing, 0, 0, false, []string{"set-traffic", "scale-workloads", "cancel-timer", "rollout-started", "start-timer"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

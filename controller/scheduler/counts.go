@@ -223,3 +223,12 @@ func (g *Graph) DomainCounts(name, key string) ([]DomainCount, error) {
 	}
 	return out, nil
 }
+
+// GroupSize is how many placed (or assumed) pods the group or service
+// name has.
+func (g *Graph) GroupSize(name string) int {
+	if id := g.counterID(name); id >= 0 {
+		return int(g.counters[id].total)
+	}
+	return 0
+}

@@ -294,8 +294,12 @@ func (p *TopologySpread) NormalizeScore(_ context.Context, _ *CycleState, _ *Pod
 // when its cell (zone, node type) has more canary than baseline pods,
 // 66 when the cell has canary pods at all, 33 when only its zone has an
 // unmatched canary pod, else 0. Cells use GraphOptions.CellKey and
-// NodeTypeKey.
-type BaselineMatch struct{ g *Graph }
+// NodeTypeKey. As a filter it keeps baseline pods in the canary's zones
+// (plugin_baseline.go).
+type BaselineMatch struct {
+	g         *Graph
+	otherZone *Status
+}
 
 var (
 	_ PreScorePlugin   = &BaselineMatch{}
@@ -308,7 +312,7 @@ func NewBaselineMatch(args any, h Handle) (Plugin, error) {
 	if args != nil {
 		return nil, fmt.Errorf("%s: unexpected args %T", BaselineMatchName, args)
 	}
-	return &BaselineMatch{g: h.Graph()}, nil
+	return newBaselineMatch(h.Graph()), nil
 }
 
 // Name implements Plugin.

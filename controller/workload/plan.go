@@ -139,16 +139,17 @@ func planScale(rolloutName string, sets []rollout.WorkloadSet, have []replicaSet
 // from elsewhere (no role) becomes the newest.
 func stillWanted(f replicaSetFacts) bool {
 	switch rollout.WorkloadRole(f.Role) {
-	case rollout.RoleStable, rollout.RoleCanary, rollout.RoleOld:
+	case rollout.RoleStable, rollout.RoleCanary, rollout.RoleBaseline, rollout.RoleOld:
 		return f.Revision > 0
 	}
 	return false
 }
 
 // byRevisionOrder orders sets as their revisions should grow: a draining
-// old version first, then stable, then the canary (the newest).
+// old version first, then stable, then the canary (the newest) and its
+// baseline, started with it.
 func byRevisionOrder(sets []rollout.WorkloadSet) []rollout.WorkloadSet {
-	rank := map[rollout.WorkloadRole]int{rollout.RoleOld: 0, rollout.RoleStable: 1, rollout.RoleCanary: 2}
+	rank := map[rollout.WorkloadRole]int{rollout.RoleOld: 0, rollout.RoleStable: 1, rollout.RoleCanary: 2, rollout.RoleBaseline: 3}
 	out := slices.Clone(sets)
 	slices.SortStableFunc(out, func(a, b rollout.WorkloadSet) int { return cmp.Compare(rank[a.Role], rank[b.Role]) })
 	return out

@@ -24,6 +24,14 @@ var errNoTemplate = errors.New("rollout has no pod template (spec.template.spec.
 // sluice owns of it, so that re-applying it is a no-op and a field sluice
 // stops setting is removed.
 func replicaSetApply(namespace, rolloutName string, step applyStep, schedulePods bool) (*appsv1ac.ReplicaSetApplyConfiguration, error) {
+	return replicaSetApplyBeside(namespace, rolloutName, step, schedulePods, "")
+}
+
+// replicaSetApplyBeside is replicaSetApply for a set that runs beside the
+// canary of hash canary (a baseline): its pods carry
+// api.BaselineOfAnnotation so that the scheduler places them in the
+// canary's zones.
+func replicaSetApplyBeside(namespace, rolloutName string, step applyStep, schedulePods bool, canary string) (*appsv1ac.ReplicaSetApplyConfiguration, error) {
 	s := step.Set
 	if s.Spec == nil {
 		return nil, fmt.Errorf("set %s (%s): no rollout spec", s.Role, s.Version)
@@ -34,6 +42,15 @@ func replicaSetApply(namespace, rolloutName string, step applyStep, schedulePods
 	}
 	ours := ourLabels(rolloutName, s.Hash)
 	tmpl := spec.Template.DeepCopy()
+	if isBaseline(s) {
+		tmpl = api.BaselineTemplate(&spec.Template)
+		if canary != "" {
+			if tmpl.Annotations == nil {
+				tmpl.Annotations = map[string]string{}
+			}
+			tmpl.Annotations[api.BaselineOfAnnotation] = canary
+		}
+	}
 	tmpl.Labels = withLabels(tmpl.Labels, ours)
 	if schedulePods {
 		tmpl.Spec.SchedulerName = SchedulerName
@@ -54,6 +71,14 @@ func replicaSetApply(namespace, rolloutName string, step applyStep, schedulePods
 			WithMinReadySeconds(spec.MinReadySeconds).
 			WithSelector(selectorApply(spec.Selector, s.Hash)).
 			WithTemplate(template)), nil
+}
+
+// isBaseline reports whether s runs the baseline of its spec's version:
+// by hash rather than role, so that a draining baseline (role old) keeps
+// its template and its pods.
+func isBaseline(s rollout.WorkloadSet) bool {
+	w := s.Spec.Workload
+	return w != nil && w.BaselineHash != "" && s.Hash == w.BaselineHash
 }
 
 // ourLabels are the labels of a set's ReplicaSet and of its pods.

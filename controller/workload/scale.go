@@ -47,7 +47,7 @@ func (m *Manager) Scale(ctx context.Context, a rollout.ScaleWorkloads) error {
 		return fmt.Errorf("scale %s: %w", key, err)
 	}
 	for _, step := range plan.Apply {
-		if err := m.applySet(ctx, key, step); err != nil {
+		if err := m.applySet(ctx, key, step, baselineOf(a.Sets, step, have)); err != nil {
 			return fmt.Errorf("scale %s: %w", key, err)
 		}
 	}
@@ -107,8 +107,32 @@ func (m *Manager) listCandidates(ctx context.Context, key api.Key, sets []rollou
 	return out, nil
 }
 
-func (m *Manager) applySet(ctx context.Context, key api.Key, step applyStep) error {
-	ac, err := replicaSetApply(key.Namespace, key.Name, step, m.schedulePods)
+// baselineOf is the canary hash a baseline set runs beside: the canary of
+// the same Scale for a baseline, what its ReplicaSet already says for a
+// draining one (so that its template does not change), "" for any other
+// set.
+func baselineOf(sets []rollout.WorkloadSet, step applyStep, have []*appsv1.ReplicaSet) string {
+	if step.Set.Spec == nil || !isBaseline(step.Set) {
+		return ""
+	}
+	if step.Set.Role == rollout.RoleBaseline {
+		for _, s := range sets {
+			if s.Role == rollout.RoleCanary {
+				return s.Hash
+			}
+		}
+		return ""
+	}
+	for _, rs := range have {
+		if rs.Name == step.Name {
+			return rs.Spec.Template.Annotations[api.BaselineOfAnnotation]
+		}
+	}
+	return ""
+}
+
+func (m *Manager) applySet(ctx context.Context, key api.Key, step applyStep, baselineOf string) error {
+	ac, err := replicaSetApplyBeside(key.Namespace, key.Name, step, m.schedulePods, baselineOf)
 	if err != nil {
 		return fmt.Errorf("replicaset %s: %w", step.Name, err)
 	}
@@ -194,7 +218,7 @@ func (m *Manager) deleteReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet) e
 // Service named for it) when the pods declare no port to send traffic to.
 func checkPorts(sets []rollout.WorkloadSet) error {
 	for _, s := range sets {
-		if s.Spec == nil || (s.Role != rollout.RoleStable && s.Role != rollout.RoleCanary) {
+		if s.Spec == nil || (s.Role != rollout.RoleStable && s.Role != rollout.RoleCanary && s.Role != rollout.RoleBaseline) {
 			continue
 		}
 		if w := s.Spec.Workload; w != nil && (s.Role == rollout.RoleStable && w.StableService != "" ||
@@ -202,10 +226,15 @@ func checkPorts(sets []rollout.WorkloadSet) error {
 			continue
 		}
 		cs := s.Spec.Spec.Template.Spec.Containers
-		if len(cs) > 0 && len(cs[0].Ports) == 0 {
-			return fmt.Errorf("%s version %s: the first container declares no port and no %sService is named: sluice cannot tell where to send its traffic",
-				s.Role, s.Version, s.Role)
+		if len(cs) == 0 || len(cs[0].Ports) > 0 {
+			continue
 		}
+		if s.Role == rollout.RoleBaseline {
+			// No Service selects a baseline: its endpoints always come from its pods.
+			return fmt.Errorf("baseline of version %s: the first container declares no port: sluice cannot tell where to send its traffic", s.Version)
+		}
+		return fmt.Errorf("%s version %s: the first container declares no port and no %sService is named: sluice cannot tell where to send its traffic",
+			s.Role, s.Version, s.Role)
 	}
 	return nil
 }

@@ -8,7 +8,8 @@ import (
 
 // ResolveTraffic fills the endpoints of a Kubernetes-mode Traffic from the
 // cluster: StableEndpoints and CanaryEndpoints become Endpoints of
-// StableWorkload and CanaryWorkload, and EndpointZones their zones. A side
+// StableWorkload and CanaryWorkload (and BaselineEndpoints of
+// BaselineWorkload), and EndpointZones their zones. A side
 // with no workload hash keeps what it had (standalone mode). The runner
 // calls it before every publish, and again on OnEndpoints.
 func (m *Manager) ResolveTraffic(t api.Traffic) api.Traffic {
@@ -23,6 +24,7 @@ func (m *Manager) ResolveTraffic(t api.Traffic) api.Traffic {
 	}
 	resolve(t.StableWorkload, &t.StableEndpoints)
 	resolve(t.CanaryWorkload, &t.CanaryEndpoints)
+	resolve(t.BaselineWorkload, &t.BaselineEndpoints)
 	if t.StableWorkload != "" || t.CanaryWorkload != "" {
 		t.EndpointZones = zones
 	}

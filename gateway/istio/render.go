@@ -35,6 +35,12 @@ func Objects(t api.Traffic, opts Options) (*netv1.VirtualService, *netv1.Destina
 	if t.Host == "" {
 		return nil, nil, fmt.Errorf("rollout %s: host is empty", t.Rollout)
 	}
+	if t.Weights.Baseline > 0 {
+		// Subsets select pods by version label, and a baseline runs the
+		// stable version: the stable subset holds its pods, so its share
+		// goes to that subset.
+		t.Weights.Stable, t.Weights.Baseline = t.Weights.Stable+t.Weights.Baseline, 0
+	}
 	if t.Weights.Stable < 0 || t.Weights.Canary < 0 || t.Weights.Stable+t.Weights.Canary != 100 {
 		return nil, nil, fmt.Errorf("rollout %s: weights %d/%d do not add up to 100", t.Rollout, t.Weights.Stable, t.Weights.Canary)
 	}

@@ -43,6 +43,10 @@ func TestRenderGolden(t *testing.T) {
 		{"sticky", func(t *api.Traffic) {
 			t.SessionAffinity = &api.SessionAffinity{CookieName: "sluice-canary", MaxAge: 3600}
 		}},
+		{"baseline-in-stable-subset", func(t *api.Traffic) {
+			t.Weights = api.CanaryWeights(10).WithBaseline()
+			t.BaselineVersion, t.BaselineWorkload = t.StableVersion, "7c9b5d"
+		}},
 		{"mirror", func(t *api.Traffic) {
 			t.Weights = api.CanaryWeights(0)
 			t.MirrorRoutes = []api.MirrorRoute{{Name: "shadow", Percentage: 35, Match: []api.RouteMatch{

@@ -39,13 +39,18 @@ function follow(query, onEvent, load) {
   });
 }
 
-// bar draws the split: stable from the left, canary from the right.
+// bar draws the split: stable from the left, then the baseline (Kubernetes
+// mode, when there is one), canary from the right.
 function bar(w, big) {
-  const c = Math.max(0, Math.min(100, w.canary));
+  const c = Math.max(0, Math.min(100, w.canary)), b = Math.max(0, Math.min(100 - c, w.baseline || 0));
+  const label = `stable ${w.stable}%, canary ${w.canary}%` + (b ? `, baseline ${b}%` : "");
   return `<svg class="bar${big ? " big" : ""}" viewBox="0 0 100 10" preserveAspectRatio="none" role="img" ` +
-    `aria-label="stable ${w.stable}%, canary ${w.canary}%"><rect class="stable" width="${100 - c}" height="10"/>` +
+    `aria-label="${label}"><rect class="stable" width="${100 - c - b}" height="10"/>` +
+    `<rect class="baseline" x="${100 - c - b}" width="${b}" height="10"/>` +
     `<rect class="canary" x="${100 - c}" width="${c}" height="10"/></svg>`;
 }
+
+const split = (w) => `${w.stable}/${w.canary}` + (w.baseline ? `/${w.baseline}` : "");
 
 const stepText = (s) => s.stepCount ? `${Math.min(s.stepIndex + 1, s.stepCount)}/${s.stepCount}` : "-";
 
@@ -102,7 +107,7 @@ function renderRows() {
 <td data-label="Rollout"><a href="#/r/${encodeURIComponent(s.namespace)}/${encodeURIComponent(s.name)}">${esc(s.namespace)}/${esc(s.name)}</a></td>
 <td data-label="Phase" class="phase ${esc(s.phase)}">${esc(s.phase || "-")}${s.aborted ? " (aborted)" : ""}</td>
 <td data-label="Step">${stepText(s)}</td>
-<td data-label="Weights" class="weights">${bar(s.weights)} ${s.weights.stable}/${s.weights.canary}</td>
+<td data-label="Weights" class="weights">${bar(s.weights)} ${split(s.weights)}</td>
 <td data-label="Stable">${esc(s.stableVersion || "-")}</td>
 <td data-label="Canary">${esc(s.canaryVersion || "-")}</td>
 <td data-label="Last change">${s.changed ? esc(new Date(s.changed).toLocaleTimeString()) : "-"}</td></tr>`).join("");
@@ -179,7 +184,8 @@ function traffic(s) {
   if (!t.acked) ack = `waiting for the xDS clients to ACK push ${t.generation} (last ACKed: ${t.ackedGeneration})`;
   if (t.ackTimedOut) ack += "; an earlier step went on without its ACK";
   return `${bar(s.weights, true)}
-<dl class="kv"><dt>Declared</dt><dd id="weights">stable ${s.weights.stable}% · canary ${s.weights.canary}%</dd>
+<dl class="kv"><dt>Declared</dt><dd id="weights">stable ${s.weights.stable}% · canary ${s.weights.canary}%${
+  s.weights.baseline ? ` · baseline ${s.weights.baseline}% (stable version)` : ""}</dd>
 <dt>xDS clients</dt><dd id="ack">${esc(ack)}</dd>
 <dt>Stable</dt><dd>${esc(s.stableVersion || "-")}</dd>
 <dt>Canary</dt><dd>${esc(s.canaryVersion || "-")}${s.aborted ? " (aborted)" : ""}</dd>

@@ -22,6 +22,9 @@ func TestBar(t *testing.T) {
 		{api.Weights{Stable: 1, Canary: 99}, 10, "[#.........] 1/99"}, // and so does 1 % stable
 		{api.Weights{Stable: 75, Canary: 25}, 20, "[###############.....] 75/25"},
 		{api.Weights{}, 0, "[##########] 0/0"},
+		{api.Weights{Stable: 20, Canary: 40, Baseline: 40}, 10, "[##++++....] 20/40/40"},
+		{api.Weights{Stable: 98, Canary: 1, Baseline: 1}, 10, "[########+.] 98/1/1"},
+		{api.Weights{Canary: 60, Baseline: 40}, 10, "[++++......] 0/60/40"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

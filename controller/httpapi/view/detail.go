@@ -23,7 +23,11 @@ func Detail(w io.Writer, s httpapi.RolloutStatus, events []httpapi.Event) error 
 		fmt.Fprintf(tw, "Message:\t%s\n", s.Message)
 	}
 	fmt.Fprintf(tw, "Step:\t%s\n", Step(s))
-	fmt.Fprintf(tw, "Weights:\t%s  (stable %d%%, canary %d%%)\n", Bar(s.Weights, 20), s.Weights.Stable, s.Weights.Canary)
+	if s.Weights.Baseline > 0 {
+		fmt.Fprintf(tw, "Weights:\t%s  (stable %d%%, canary %d%%, baseline %d%%)\n", Bar(s.Weights, 20), s.Weights.Stable, s.Weights.Canary, s.Weights.Baseline)
+	} else {
+		fmt.Fprintf(tw, "Weights:\t%s  (stable %d%%, canary %d%%)\n", Bar(s.Weights, 20), s.Weights.Stable, s.Weights.Canary)
+	}
 	fmt.Fprintf(tw, "Stable:\t%s\n", orDash(s.StableVersion))
 	canary := orDash(s.CanaryVersion)
 	if s.Aborted {

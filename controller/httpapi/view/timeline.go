@@ -29,6 +29,9 @@ func traffic(w io.Writer, s httpapi.RolloutStatus) error {
 	if s.CanaryVersion != "" {
 		fmt.Fprintf(tw, "  canary\t%s\t%d%%\t%s\n", s.CanaryVersion, s.Weights.Canary, ack)
 	}
+	if s.Weights.Baseline > 0 { // the baseline runs the stable version
+		fmt.Fprintf(tw, "  baseline\t%s\t%d%%\t%s\n", s.StableVersion, s.Weights.Baseline, ack)
+	}
 	return tw.Flush()
 }
 

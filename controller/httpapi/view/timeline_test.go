@@ -36,6 +36,9 @@ func TestDetailTimeline(t *testing.T) {
 		{"aborted step", func(s *httpapi.RolloutStatus) {
 			s.Steps[1] = rollout.StepStatus{Name: "analysis success-rate", State: rollout.StepAborted, Reason: "analysis success-rate-1 failed: 0.5 < 0.95"}
 		}, []string{"aborted  2. analysis success-rate: analysis success-rate-1 failed: 0.5 < 0.95"}},
+		{"baseline", func(s *httpapi.RolloutStatus) {
+			s.Weights = api.Weights{Stable: 60, Canary: 20, Baseline: 20}
+		}, []string{"baseline  shop/checkout:v1  20%  ACKed"}},
 		{"mirror route", func(s *httpapi.RolloutStatus) {
 			s.MirrorRoutes = []api.MirrorRoute{{Name: "shadow", Percentage: 20,
 				Match: []api.RouteMatch{{Method: &api.StringMatch{Exact: "GET"}, Path: &api.StringMatch{Prefix: "/api"}}}}}

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	rolloutsv1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/scheduler"
 	"github.com/sluice-dev/sluice/controller/scheduler/plan"
 	corev1 "k8s.io/api/core/v1"
@@ -52,6 +53,10 @@ func podFromCore(p *corev1.Pod) scheduler.Pod {
 		RequiredAffinity: affinityTerms(p.Spec.Affinity),
 	}
 	out.Group, out.Service = groupOf(p)
+	if canary := p.Annotations[api.BaselineOfAnnotation]; canary != "" && p.Labels[api.BaselineLabel] == "true" && out.Service != "" {
+		// A baseline's pods mirror its canary's zones (BaselineMatch).
+		out.Role, out.MatchGroup = scheduler.RoleBaseline, out.Service+"/"+canary
+	}
 	for _, t := range p.Spec.Tolerations {
 		out.Tolerations = append(out.Tolerations, scheduler.Toleration{
 			Key: t.Key, Operator: scheduler.TolerationOperator(t.Operator), Value: t.Value, Effect: scheduler.TaintEffect(t.Effect),

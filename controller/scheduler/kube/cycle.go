@@ -39,6 +39,12 @@ func (b *Binder) scheduleNext(ctx context.Context) bool {
 		b.pending[key] = ps
 	}
 	ps.spec = podFromCore(pod)
+	if b.deferBaselineLocked(ps) {
+		// Place the canary first: the baseline mirrors its zones.
+		b.mu.Unlock()
+		b.queue.AddAfter(key, baselineDefer)
+		return true
+	}
 	ps.Attempts++
 	spec := ps.spec
 	res := b.sched.ScheduleOne(ctx, &spec)
@@ -66,6 +72,39 @@ func (b *Binder) scheduleNext(ctx context.Context) bool {
 		b.queue.AddRateLimited(key)
 	}
 	return true
+}
+
+// A baseline pod waits baselineDefer at a time, while its canary has pods
+// to place, or for at most baselineWait for its canary's first pod (the
+// two ReplicaSets are created together, and either's pods may come
+// first).
+const (
+	baselineDefer = 200 * time.Millisecond
+	baselineWait  = 10 * time.Second
+)
+
+// deferBaselineLocked reports whether ps is a baseline pod that should
+// wait for its canary: the canary's pods go first (those not parked as
+// unschedulable), so that the baseline's see where the canary runs
+// (scheduler.BaselineMatch keeps them in the canary's zones).
+func (b *Binder) deferBaselineLocked(ps *pendingState) bool {
+	group := ps.spec.MatchGroup
+	if ps.spec.Role != scheduler.RoleBaseline || group == "" {
+		return false
+	}
+	for key, other := range b.pending {
+		if _, inFlight := b.assumed[key]; !inFlight && !other.parked && other.spec.Group == group {
+			return true
+		}
+	}
+	if time.Since(ps.FirstSeen) >= baselineWait {
+		return false
+	}
+	placed := 0
+	if err := b.sched.Update(func(g *scheduler.Graph) error { placed = g.GroupSize(group); return nil }); err != nil {
+		return false
+	}
+	return placed == 0 // no canary pod yet
 }
 
 // schedulable returns the pod behind key when it is still a Pending pod of
