@@ -3,6 +3,8 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/sluice-dev/sluice/controller/httpapi"
+	"github.com/sluice-dev/sluice/internal/browsertest"
 )
 
 // TestDemoKeep: after `sluice demo --keep` a newcomer follows the printed
@@ -45,11 +50,12 @@ func TestDemoKeep(t *testing.T) {
 	}()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 
-	server, work := "", ""
+	server, work, dashboard := "", "", ""
 	serverRE := regexp.MustCompile(`export SLUICE_SERVER=(\S+)`)
 	workRE := regexp.MustCompile(`^\s+cd (\S+/repo/work)$`)
+	dashboardRE := regexp.MustCompile(`^\s+(http://\S+/ui/#/r/default/demo)$`)
 	timeout := time.After(90 * time.Second)
-	for server == "" || work == "" {
+	for server == "" || work == "" || dashboard == "" {
 		select {
 		case l, ok := <-lines:
 			if !ok {
@@ -61,6 +67,9 @@ func TestDemoKeep(t *testing.T) {
 			}
 			if m := workRE.FindStringSubmatch(l); m != nil {
 				work = m[1]
+			}
+			if m := dashboardRE.FindStringSubmatch(l); m != nil {
+				dashboard = m[1]
 			}
 		case <-timeout:
 			t.Fatalf("no --keep instructions after 90s:\n%s", text.String())
@@ -87,6 +96,7 @@ func TestDemoKeep(t *testing.T) {
 	if st := get(); st.Phase != "Healthy" || st.StableVersion != "demo/app:v2" {
 		t.Fatalf("kept daemon says %+v", st)
 	}
+	br := openDemoDashboard(t, dashboard)
 
 	// The newcomer's own change: back to v1, through git.
 	file := filepath.Join(work, "rollouts", "demo.yaml")
@@ -118,6 +128,14 @@ func TestDemoKeep(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
+	if br != nil {
+		// The newcomer sees their canary take traffic on the page.
+		br.WaitText("#main", "demo/app:v1", 20*time.Second)
+		br.WaitJS(`!document.querySelector("#weights").textContent.includes("canary 0%")`, 30*time.Second,
+			func() string { return "the page shows no canary traffic: " + br.Text("#weights") })
+		br.Screenshot("demo-canary")
+	}
+
 	_ = cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case err := <-exited:
@@ -127,4 +145,30 @@ func TestDemoKeep(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("demo did not stop within 20s of Ctrl-C")
 	}
+}
+
+// openDemoDashboard opens the dashboard URL the demo printed: in Chromium,
+// where it must show the promoted rollout, or, with no Chromium on the
+// machine, over plain HTTP, where it must be the page (the browser part
+// is then not checked, and the log says so).
+func openDemoDashboard(t *testing.T, url string) *browsertest.Browser {
+	t.Helper()
+	if browsertest.Find() == "" {
+		t.Log("no chromium: the printed dashboard URL is fetched over HTTP only (apt-get install chromium to check it in a browser)")
+		res, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || !strings.Contains(string(body), "app.js") {
+			t.Fatalf("dashboard %s: %d %.200s", url, res.StatusCode, body)
+		}
+		return nil
+	}
+	br := browsertest.Start(t, 1280, 1000)
+	br.Do(30*time.Second, "open "+url, chromedp.Navigate(url))
+	br.WaitText("#phase", "Healthy", 20*time.Second)
+	br.WaitText("#main", "demo/app:v2", 5*time.Second)
+	return br
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the tests need, idempotently: fast when everything is there.
-# Debian packages: git, Prometheus, Alertmanager, and what the Kubernetes
+# Debian packages: git, Prometheus, Alertmanager, chromium, and what the Kubernetes
 # control plane scripts use (ip and unshare for the tests' network
 # namespace, openssl, curl). Go modules come through the module proxy. The
 # control plane itself (kube-apiserver, kube-controller-manager,
@@ -18,6 +18,8 @@ command -v unshare >/dev/null 2>&1 || need+=(util-linux)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+# The dashboard's browser tests (chromedp) drive Debian's chromium.
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "test-deps: installing ${need[*]}"

@@ -63,6 +63,7 @@ keys (lists for repeatable flags); flags on the command line win.`,
 	f.StringVar(&o.StateDir, "state-dir", ".sluice", "directory for the store and the git cache")
 	f.StringVar(&o.XDSAddr, "xds-addr", ":18000", "xDS (ADS) listen address")
 	f.StringVar(&o.HTTPAddr, "http-addr", daemon.DefaultHTTPAddr, "HTTP API listen address; beyond loopback it needs --api-token-file or --insecure-api")
+	f.StringVar(&o.DebugAddr, "debug-addr", "", "serve pprof at /debug/pprof/ on this loopback address, e.g. 127.0.0.1:6060 (default: off)")
 	f.BoolVar(&o.InsecureAPI, "insecure-api", false, "allow --http-addr beyond loopback without --api-token-file: anyone on the network can promote and abort")
 	lim := httpapi.DefaultLimits()
 	f.DurationVar(&o.HTTPLimits.ReadHeaderTimeout, "http-read-header-timeout", lim.ReadHeaderTimeout, "time a client has to send the request headers")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/sluice-dev/sluice/analysis"
 	"github.com/sluice-dev/sluice/api"
@@ -69,7 +70,8 @@ func (a *analyzer) Start(ctx context.Context, run rollout.StartAnalysis, report 
 		if ctx.Err() != nil {
 			return
 		}
-		stop = a.engine.Start(ctx, spec, func(s analysis.RunStatus) { report(toResult(s)) })
+		conds := conditionsOf(spec)
+		stop = a.engine.Start(ctx, spec, func(s analysis.RunStatus) { report(toResult(s, conds)) })
 	}()
 	return func() {
 		cancel()
@@ -101,12 +103,30 @@ func (a *analyzer) runSpec(run rollout.StartAnalysis) (analysis.RunSpec, error) 
 	return spec, nil
 }
 
+// conditionsOf maps each metric of the run to its template's conditions,
+// which the status shows beside the measurements.
+func conditionsOf(spec analysis.RunSpec) map[string]api.Metric {
+	out := map[string]api.Metric{}
+	for _, t := range spec.Templates {
+		for _, m := range t.Metrics {
+			out[m.Name] = m
+		}
+	}
+	return out
+}
+
 // toResult turns an engine status into the state machine's event, naming
-// the metric that decided a failed or errored run.
-func toResult(s analysis.RunStatus) rollout.AnalysisResult {
+// the metric that decided a failed or errored run; conds gives each
+// metric's conditions.
+func toResult(s analysis.RunStatus, conds map[string]api.Metric) rollout.AnalysisResult {
 	res := rollout.AnalysisResult{Run: s.Name, Phase: rollout.AnalysisPhase(s.Phase), Message: s.Reason}
 	for _, m := range s.Metrics {
-		res.Metrics = append(res.Metrics, rollout.MetricStatus{Name: m.Name, Phase: rollout.AnalysisPhase(m.Phase), Value: m.Value, Message: m.Message})
+		ms := rollout.MetricStatus{Name: m.Name, Phase: rollout.AnalysisPhase(m.Phase), Value: m.Value, Message: m.Message,
+			SuccessCondition: conds[m.Name].SuccessCondition, FailureCondition: conds[m.Name].FailureCondition}
+		for _, meas := range m.Measurements {
+			ms.Measurements = append(ms.Measurements, rollout.Measurement{Time: meas.FinishedAt.UTC().Format(time.RFC3339Nano), Phase: rollout.AnalysisPhase(meas.Phase), Value: meas.Value})
+		}
+		res.Metrics = append(res.Metrics, ms)
 		if res.Metric == "" && !m.DryRun && m.Phase == s.Phase && (s.Phase == analysis.PhaseFailed || s.Phase == analysis.PhaseError) {
 			res.Metric, res.Value = m.Name, m.Value
 		}

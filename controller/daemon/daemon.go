@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-dev/sluice/analysis"
 	"github.com/sluice-dev/sluice/controller/alert"
 	"github.com/sluice-dev/sluice/controller/httpapi"
+	"github.com/sluice-dev/sluice/controller/profiling"
 	"github.com/sluice-dev/sluice/controller/runner"
 	"github.com/sluice-dev/sluice/controller/store"
 	"github.com/sluice-dev/sluice/controller/writeback"
@@ -48,7 +49,8 @@ type Daemon struct {
 	kube       *kubeParts // nil in standalone mode
 
 	xdsLis, httpLis net.Listener
-	synced          atomic.Bool // the first revision has been applied
+	debugLis        net.Listener // nil unless DebugAddr is set
+	synced          atomic.Bool  // the first revision has been applied
 }
 
 // New opens the state directory and binds the xDS and HTTP listeners, so
@@ -83,6 +85,11 @@ func New(opts Options) (_ *Daemon, err error) {
 	}
 	if err := d.checkAPIExposure(); err != nil {
 		return nil, err
+	}
+	if opts.DebugAddr != "" {
+		if d.debugLis, err = profiling.Listen(opts.DebugAddr); err != nil {
+			return nil, err
+		}
 	}
 	return d, nil
 }
@@ -287,6 +294,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.kube != nil {
 		run("scheduler", d.kube.runBinder)
 	}
+	if d.debugLis != nil {
+		run("debug", func(ctx context.Context) error { return profiling.Serve(ctx, d.debugLis) })
+		d.log.Info("pprof serving", "addr", d.debugLis.Addr().String())
+	}
 	wg.Add(1)
 	go func() { defer wg.Done(); d.backend.pumpStatus(ctx) }()
 	d.log.Info("sluice running", "repo", d.watcher.Status().Repo, "xds", d.XDSAddr().String(), "http", d.HTTPAddr().String())
@@ -385,7 +396,7 @@ func (d *Daemon) followGit(ctx context.Context) error {
 }
 
 func (d *Daemon) close() {
-	for _, l := range []net.Listener{d.xdsLis, d.httpLis} {
+	for _, l := range []net.Listener{d.xdsLis, d.httpLis, d.debugLis} {
 		if l != nil {
 			_ = l.Close()
 		}

@@ -37,6 +37,9 @@ type Options struct {
 	// from the network without APITokenFile: anyone who can connect may
 	// then promote and abort.
 	InsecureAPI bool
+	// DebugAddr serves pprof (controller/profiling) when set; it must be
+	// a loopback address.
+	DebugAddr string
 	// HTTPLimits bound the HTTP server: timeouts, concurrent webhooks,
 	// event streams (httpapi.DefaultLimits when zero).
 	HTTPLimits httpapi.Limits

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/dashboard"
 )
 
 // Options configure the API handler.
@@ -112,6 +113,9 @@ func New(opts Options) (*Handler, error) {
 	h.mux.HandleFunc("GET /api/v1/rollouts/{namespace}/{name}/events", h.recent)
 	h.mux.HandleFunc("POST /api/v1/rollouts/{namespace}/{name}/{command}", h.command)
 	h.mux.HandleFunc("GET /api/v1/events", h.events)
+	h.mux.HandleFunc("GET /api/v1/info", h.info)
+	h.mux.Handle("GET "+dashboard.Prefix, dashboard.Handler())
+	h.mux.Handle("GET /{$}", http.RedirectHandler(dashboard.Prefix, http.StatusFound))
 	if opts.Hook != nil {
 		h.mux.Handle("/hook/", h.limitHooks(opts.Hook))
 	}
@@ -132,6 +136,17 @@ func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	text(w, http.StatusOK, "ok")
+}
+
+// Info is the body of GET /api/v1/info: what a client must know about the
+// server before it sends commands.
+type Info struct {
+	// TokenRequired: commands need "Authorization: Bearer <token>".
+	TokenRequired bool `json:"tokenRequired"`
+}
+
+func (h *Handler) info(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, Info{TokenRequired: h.token.on})
 }
 
 // List is the body of GET /api/v1/rollouts.

@@ -111,6 +111,22 @@ type MetricStatus struct {
 	Phase   AnalysisPhase `json:"phase"`
 	Value   string        `json:"value"`
 	Message string        `json:"message"`
+	// SuccessCondition and FailureCondition are the metric's conditions
+	// as written, for people and plots.
+	SuccessCondition string `json:"successCondition,omitempty"`
+	FailureCondition string `json:"failureCondition,omitempty"`
+	// Measurements are the metric's latest measurements, oldest first,
+	// at most its measurementRetention (10 unless set).
+	Measurements []Measurement `json:"measurements,omitempty"`
+}
+
+// Measurement is one measurement of a metric, as plotted. Time is when it
+// finished (RFC 3339), kept as text: the machine has no clock and never
+// reads it.
+type Measurement struct {
+	Time  string        `json:"time"`
+	Phase AnalysisPhase `json:"phase"`
+	Value string        `json:"value"`
 }
 
 // Run is one analysis run of the current canary. Args and Analysis are

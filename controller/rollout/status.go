@@ -28,6 +28,12 @@ type Status struct {
 	// Writeback is what sluice wrote back to git (--git-writeback). The
 	// state does not hold it either: the daemon adds it.
 	Writeback *WritebackStatus `json:"writeback,omitempty"`
+	// Steps is the timeline of the spec in force (timeline.go).
+	Steps []StepStatus `json:"steps"`
+	// MirrorRoutes are the mirror routes in force, in step order.
+	MirrorRoutes []api.MirrorRoute `json:"mirrorRoutes"`
+	// Traffic says whether the clients ACKed the declared weights.
+	Traffic TrafficStatus `json:"traffic"`
 }
 
 // WritebackStatus is what sluice wrote back to git for a rollout
@@ -77,6 +83,8 @@ type RunStatus struct {
 	Name    string         `json:"name"`
 	Phase   AnalysisPhase  `json:"phase"`
 	Metrics []MetricStatus `json:"metrics"`
+	// Message is the verdict's explanation once the run has one.
+	Message string `json:"message"`
 }
 
 // ErrorStatus is one load error in Status.
@@ -104,13 +112,16 @@ func (s State) Status() Status {
 		AnalysisRuns:  []RunStatus{},
 		Aborted:       s.Aborted,
 		Errors:        []ErrorStatus{},
+		Steps:         s.timeline(),
+		MirrorRoutes:  mirrorRoutes(s.MirrorRoutes),
+		Traffic:       s.trafficStatus(),
 	}
 	runs := s.Runs
 	if len(runs) > maxFinishedRuns {
 		runs = runs[len(runs)-maxFinishedRuns:]
 	}
 	for _, r := range runs {
-		st.AnalysisRuns = append(st.AnalysisRuns, RunStatus{Name: r.Name, Phase: r.Phase, Metrics: append([]MetricStatus{}, r.Metrics...)})
+		st.AnalysisRuns = append(st.AnalysisRuns, RunStatus{Name: r.Name, Phase: r.Phase, Metrics: append([]MetricStatus{}, r.Metrics...), Message: r.Message})
 	}
 	for _, d := range s.Errors {
 		st.Errors = append(st.Errors, ErrorStatus{File: d.File, Line: d.Line, Field: d.Field, Message: d.Message})

@@ -20,8 +20,8 @@ func TestStatusContract(t *testing.T) {
 		{"analysis running", pAnalysis},
 		{"aborted", pAborted},
 	}
-	want := []string{"aborted", "analysisRuns", "canaryVersion", "commit", "errors", "headerRoutes", "message", "name",
-		"namespace", "phase", "stableVersion", "stepCount", "stepIndex", "weights"}
+	want := []string{"aborted", "analysisRuns", "canaryVersion", "commit", "errors", "headerRoutes", "message", "mirrorRoutes", "name",
+		"namespace", "phase", "stableVersion", "stepCount", "stepIndex", "steps", "traffic", "weights"}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness()
@@ -46,7 +46,7 @@ func TestStatusContract(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("fields %v, want %v", got, want)
 			}
-			for _, list := range []string{"headerRoutes", "analysisRuns", "errors"} {
+			for _, list := range []string{"headerRoutes", "analysisRuns", "errors", "steps", "mirrorRoutes"} {
 				if string(m[list]) == "null" {
 					t.Errorf("%s is null, want []", list)
 				}

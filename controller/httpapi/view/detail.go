@@ -39,6 +39,12 @@ func Detail(w io.Writer, s httpapi.RolloutStatus, events []httpapi.Event) error 
 		return err
 	}
 
+	if err := traffic(w, s); err != nil {
+		return err
+	}
+	if err := timeline(w, s.Steps); err != nil {
+		return err
+	}
 	if err := replicaSets(w, s.ReplicaSets); err != nil {
 		return err
 	}
@@ -47,6 +53,12 @@ func Detail(w io.Writer, s httpapi.RolloutStatus, events []httpapi.Event) error 
 		fmt.Fprintln(w, "\nHeader routes (to canary):")
 		for _, r := range s.HeaderRoutes {
 			fmt.Fprintf(w, "  %s: %s\n", r.Name, matches(r.Match))
+		}
+	}
+	if len(s.MirrorRoutes) > 0 {
+		fmt.Fprintln(w, "\nMirror routes (copies to canary):")
+		for _, r := range s.MirrorRoutes {
+			fmt.Fprintf(w, "  %s: %d%% of %s\n", r.Name, r.Percentage, routeMatches(r.Match))
 		}
 	}
 	if len(s.AnalysisRuns) > 0 {
@@ -210,4 +222,42 @@ func zones(z map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s=%d", name, z[name]))
 	}
 	return strings.Join(parts, " ")
+}
+
+// routeMatches describes a mirror route's matches: method, path and
+// headers, each condition "and", the matches "or".
+func routeMatches(ms []api.RouteMatch) string {
+	if len(ms) == 0 {
+		return "all requests"
+	}
+	alts := make([]string, 0, len(ms))
+	for _, m := range ms {
+		var conds []string
+		if m.Method != nil {
+			conds = append(conds, "method "+stringMatch(*m.Method))
+		}
+		if m.Path != nil {
+			conds = append(conds, "path "+stringMatch(*m.Path))
+		}
+		for _, name := range slices.Sorted(maps.Keys(m.Headers)) {
+			conds = append(conds, name+" "+stringMatch(m.Headers[name]))
+		}
+		if len(conds) == 0 {
+			conds = append(conds, "all requests")
+		}
+		alts = append(alts, strings.Join(conds, " and "))
+	}
+	return strings.Join(alts, ", or ")
+}
+
+func stringMatch(m api.StringMatch) string {
+	switch {
+	case m.Exact != "":
+		return fmt.Sprintf("= %q", m.Exact)
+	case m.Prefix != "":
+		return fmt.Sprintf("starts with %q", m.Prefix)
+	case m.Regex != "":
+		return fmt.Sprintf("~ /%s/", m.Regex)
+	}
+	return "present"
 }

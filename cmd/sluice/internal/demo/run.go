@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -150,7 +151,7 @@ func writeHeader(o Options, wd *world) {
 	}
 	fmt.Fprintf(w, "sluice demo: a canary of %s, from git push to promotion or rollback, on this machine\n", CanaryVersion)
 	fmt.Fprintf(w, "  repository  %s (bare origin %s, committed with %s)\n", repo.Work, repo.Origin, repo.Tool())
-	fmt.Fprintf(w, "  daemon      xDS %s, HTTP API http://%s, log %s\n", wd.xdsAddr, wd.httpAddr, wd.logPath)
+	fmt.Fprintf(w, "  daemon      xDS %s, HTTP API http://%s, dashboard http://%s/ui/, log %s\n", wd.xdsAddr, wd.httpAddr, wd.httpAddr, wd.logPath)
 	fmt.Fprintf(w, "  backends    %s on %s, %s on %s%s\n", StableVersion, st.backends[StableVersion].grpcAddr,
 		CanaryVersion, st.backends[CanaryVersion].grpcAddr, fail)
 	fmt.Fprintf(w, "  load        %g requests/s from %d gRPC xDS clients to xds:///%s, %g%% with %s: %s\n",
@@ -167,7 +168,9 @@ func stepNames(s Strategy) []string {
 func writeKeep(w io.Writer, wd *world) {
 	key := api.Key{Namespace: Namespace, Name: RolloutName}
 	fmt.Fprintf(w, `
-Everything keeps running (Ctrl-C stops it). Try:
+Everything keeps running (Ctrl-C stops it). Watch the canary in the dashboard:
+  http://%s/ui/#/r/%s/%s
+Or on the command line:
   export SLUICE_SERVER=http://%s
   sluice get rollout %s --watch
   sluice promote %s        # or abort, retry, pause, resume
@@ -176,5 +179,5 @@ Push your own change from the repository:
   $EDITOR %s && git commit -am "my change" && git push origin HEAD:%s
 The daemon polls every 2s; its log is %s. gRPC clients can dial xds:///%s with a
 bootstrap whose server_uri is %s.
-`, wd.httpAddr, key.Name, key.Name, wd.repo.Work, RolloutFile, Branch, wd.logPath, Host, wd.xdsAddr)
+`, wd.httpAddr, url.PathEscape(key.Namespace), url.PathEscape(key.Name), wd.httpAddr, key.Name, key.Name, wd.repo.Work, RolloutFile, Branch, wd.logPath, Host, wd.xdsAddr)
 }
