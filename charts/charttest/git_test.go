@@ -79,10 +79,14 @@ var (
 	buildErr  error
 )
 
-// sluiceBin builds cmd/sluice from the repository once per test binary.
+// sluiceBin builds cmd/sluice from the repository once per test binary
+// ($SLUICE_BIN instead, when set: a binary built elsewhere).
 func sluiceBin(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		if binPath = os.Getenv("SLUICE_BIN"); binPath != "" {
+			return
+		}
 		dir, err := os.MkdirTemp("", "charttest-bin")
 		if err != nil {
 			buildErr = err
@@ -99,4 +103,22 @@ func sluiceBin(t *testing.T) string {
 		t.Fatal(buildErr)
 	}
 	return binPath
+}
+
+var (
+	flagsOnce sync.Once
+	stateOK   bool
+)
+
+// hasStateFlags says whether sluice run has --state-store and
+// --leader-elect (the state-in-the-cluster work), which the chart passes:
+// with them the RBAC tests run sluice as the chart does.
+func hasStateFlags(t *testing.T) bool {
+	t.Helper()
+	bin := sluiceBin(t)
+	flagsOnce.Do(func() {
+		out, _ := exec.Command(bin, "run", "--help").CombinedOutput()
+		stateOK = bytes.Contains(out, []byte("--state-store")) && bytes.Contains(out, []byte("--leader-elect"))
+	})
+	return stateOK
 }

@@ -105,29 +105,47 @@ spec:
 `, ns, podPort, kxCPU)
 }
 
-// chartClusterRole is the ClusterRole the chart renders with default
-// values (all namespaces).
-func chartClusterRole(t *testing.T) *rbacv1.ClusterRole {
+// chartRBAC is the ClusterRole and the Role in sluice's own namespace
+// that the chart renders with default values (all namespaces).
+func chartRBAC(t *testing.T) (cluster, self *rbacv1.ClusterRole) {
 	t.Helper()
 	r, err := render(t, "sluice-system", loadValues(t, "values-default.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var roles []*rbacv1.ClusterRole
 	for _, obj := range decodeManifest(t, r.Manifest) {
-		if obj.GetKind() != "ClusterRole" {
+		// A Role's rules decode as a ClusterRole's: the test binds both
+		// the same way.
+		var role rbacv1.ClusterRole
+		switch obj.GetKind() {
+		case "ClusterRole", "Role":
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &role); err != nil {
+				t.Fatal(err)
+			}
+		default:
 			continue
 		}
-		var role rbacv1.ClusterRole
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &role); err != nil {
-			t.Fatal(err)
+		switch {
+		case obj.GetKind() == "ClusterRole" && cluster == nil:
+			cluster = &role
+		case obj.GetKind() == "Role" && self == nil:
+			self = &role
+		default:
+			t.Fatalf("chart renders a second %s %s with default values", obj.GetKind(), obj.GetName())
 		}
-		roles = append(roles, &role)
 	}
-	if len(roles) != 1 {
-		t.Fatalf("chart renders %d ClusterRoles; want 1", len(roles))
+	if cluster == nil || self == nil {
+		t.Fatalf("chart renders ClusterRole %v and Role %v; want one of each", cluster != nil, self != nil)
 	}
-	return roles[0]
+	return cluster, self
+}
+
+// stateRule says whether rule is for --state-store kubernetes or
+// --leader-elect.
+func stateRule(rule rbacv1.PolicyRule) bool {
+	return slices.ContainsFunc(rule.Resources, func(r string) bool {
+		return strings.HasPrefix(r, "sluicerollouts") || r == "leases" || r == "configmaps"
+	})
 }
 
 // TestRBACSuffices: with only the chart's ClusterRole, sluice adopts the
@@ -137,7 +155,8 @@ func chartClusterRole(t *testing.T) *rbacv1.ClusterRole {
 func TestRBACSuffices(t *testing.T) {
 	c := kubetest.Shared(t)
 	ns := c.Namespace(t)
-	s := startScenario(t, c, ns, chartClusterRole(t))
+	cluster, self := chartRBAC(t)
+	s := startScenario(t, c, ns, cluster, self)
 	s.waitPromoted(t)
 	s.waitUnschedulableReported(t)
 	if denied := s.refusals(); denied != "" {
@@ -151,30 +170,76 @@ func TestRBACSuffices(t *testing.T) {
 // nothing sluice does not use.
 func TestRBACEachRuleNeeded(t *testing.T) {
 	c := kubetest.Shared(t)
-	full := chartClusterRole(t)
-	for i, rule := range full.Rules {
-		name := strings.Join(rule.Resources, ",")
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			role := full.DeepCopy()
-			role.Rules = slices.Delete(role.Rules, i, i+1)
-			ns := c.Namespace(t)
-			s := startScenario(t, c, ns, role)
-			want := make([]string, 0, len(rule.Resources))
-			for _, res := range rule.Resources {
-				want = append(want, fmt.Sprintf("resource %q in API group %q", res, rule.APIGroups[0]))
-			}
-			kubetest.Eventually(t, waitLong, "sluice refused something rule "+name+" allows", func() (bool, string) {
-				refused := s.refusals()
-				for _, w := range want {
-					if strings.Contains(refused, w) {
-						return true, ""
+	cluster, self := chartRBAC(t)
+	state := hasStateFlags(t)
+	for _, role := range []*rbacv1.ClusterRole{cluster, self} {
+		for i, rule := range role.Rules {
+			name := role.Kind + ":" + strings.Join(rule.Resources, ",") + ":" + strings.Join(rule.Verbs, ",")
+			t.Run(name, func(t *testing.T) {
+				if stateRule(rule) && !state {
+					t.Skip("sluice run has no --state-store/--leader-elect yet")
+				}
+				t.Parallel()
+				cluster, self := cluster.DeepCopy(), self.DeepCopy()
+				if role.Kind == "ClusterRole" {
+					cluster.Rules = slices.Delete(cluster.Rules, i, i+1)
+				} else {
+					self.Rules = slices.Delete(self.Rules, i, i+1)
+				}
+				ns := c.Namespace(t)
+				s := startScenario(t, c, ns, cluster, self)
+				want := make([]string, 0, len(rule.Resources))
+				for _, res := range rule.Resources {
+					for _, verb := range rule.Verbs {
+						want = append(want, fmt.Sprintf("cannot %s resource %q in API group %q", verb, res, rule.APIGroups[0]))
 					}
 				}
-				return false, "refusals so far:\n" + refused
+				s.waitBroken(t, want)
 			})
-		})
+		}
 	}
+}
+
+// waitBroken waits for sluice to be refused one of want (a line of its
+// log). A refusal sluice does not log still shows: the scenario then
+// stalls, and at the deadline the test accepts a scenario that has not
+// come to its end (with every rule it ends within seconds, see
+// TestRBACSuffices) and fails on one that has.
+func (s *scenario) waitBroken(t *testing.T, want []string) {
+	t.Helper()
+	deadline := time.Now().Add(waitLong)
+	tick := time.NewTicker(200 * time.Millisecond) // polls sluice's log
+	defer tick.Stop()
+	for time.Now().Before(deadline) {
+		refused := s.refusals()
+		for _, w := range want {
+			if strings.Contains(refused, w) {
+				return
+			}
+		}
+		<-tick.C
+	}
+	if done, state := s.completed(); done {
+		t.Fatalf("nothing broke without the rule: the scenario completed and sluice was refused none of %q; refusals:\n%s", want, s.refusals())
+	} else {
+		t.Logf("no refusal logged, but the scenario stalled: %s", state)
+	}
+}
+
+// completed says whether the scenario came to its end: v2 stable and kx
+// reported unschedulable.
+func (s *scenario) completed() (bool, string) {
+	st, err := s.status("kr")
+	if err != nil {
+		return false, "kr: " + err.Error()
+	}
+	if st.Phase != "Healthy" || st.StableVersion != v2Image {
+		return false, fmt.Sprintf("kr: %+v", st)
+	}
+	if ok, state := s.unschedulableReported(); !ok {
+		return false, state
+	}
+	return true, ""
 }
 
 // scenario is one sluice process, run as a ServiceAccount with role,
@@ -190,7 +255,7 @@ type scenario struct {
 // startScenario sets the namespace up (Services, the v1 ReplicaSet to
 // adopt), binds role to a fresh ServiceAccount, starts sluice as it, and
 // pushes v1 then, once v1 is stable, v2.
-func startScenario(t *testing.T, c *kubetest.Cluster, ns string, role *rbacv1.ClusterRole) *scenario {
+func startScenario(t *testing.T, c *kubetest.Cluster, ns string, cluster, self *rbacv1.ClusterRole) *scenario {
 	t.Helper()
 	s := &scenario{c: c, ns: ns, sa: "sluice", log: &syncBuffer{}}
 	for _, name := range []string{"kr-stable", "kr-canary"} {
@@ -201,7 +266,16 @@ func startScenario(t *testing.T, c *kubetest.Cluster, ns string, role *rbacv1.Cl
 		})
 	}
 	createAdoptable(t, c, ns)
-	kubeconfig := s.bind(t, role)
+	if hasStateFlags(t) {
+		crds := chartCRDFiles(t)
+		if len(crds) == 0 {
+			t.Fatal("sluice run has --state-store but charts/sluice/crds holds no CRD")
+		}
+		for _, crd := range crds {
+			applyCRDFile(t, c, crd)
+		}
+	}
+	kubeconfig := s.bind(t, cluster, self)
 	s.repo = newGitRepo(t)
 	if err := s.repo.push("v1", map[string]string{"kr.yaml": krRollout(ns, v1Image), "kx.yaml": kxRollout(ns)}); err != nil {
 		t.Fatal(err)
@@ -247,12 +321,19 @@ func create[T any](t *testing.T, fn func(context.Context, T, metav1.CreateOption
 	}
 }
 
-// bind creates the chart's ServiceAccount and role (named after the
-// namespace: ClusterRoles are cluster-wide) bound to it, and returns a
-// kubeconfig that authenticates as it with a TokenRequest token.
-func (s *scenario) bind(t *testing.T, role *rbacv1.ClusterRole) string {
+// bind creates the chart's ServiceAccount, binds the cluster role to it
+// (named after the namespace: ClusterRoles are cluster-wide) and self's
+// rules as a Role in the namespace (sluice's own namespace here), and
+// returns a kubeconfig that authenticates as it with a TokenRequest token.
+func (s *scenario) bind(t *testing.T, cluster, self *rbacv1.ClusterRole) string {
 	t.Helper()
-	role = role.DeepCopy()
+	create(t, s.c.Client.RbacV1().Roles(s.ns).Create, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "sluice-self"}, Rules: self.Rules})
+	create(t, s.c.Client.RbacV1().RoleBindings(s.ns).Create, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "sluice-self"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "sluice-self"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: s.ns, Name: s.sa}},
+	})
+	role := cluster.DeepCopy()
 	role.ObjectMeta = metav1.ObjectMeta{Name: "sluice-" + s.ns}
 	create(t, s.c.Client.RbacV1().ClusterRoles().Create, role)
 	create(t, s.c.Client.CoreV1().ServiceAccounts(s.ns).Create, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: s.sa}})
@@ -297,6 +378,12 @@ func (s *scenario) start(t *testing.T, kubeconfig string) {
 		"--repo", s.repo.origin, "--branch", "main", "--interval", "500ms",
 		"--state-dir", filepath.Join(t.TempDir(), "state"),
 		"--xds-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-format", "json")
+	if hasStateFlags(t) {
+		// As the chart runs it: state in SluiceRollouts, elected, sluice's
+		// own namespace the test's.
+		cmd.Args = append(cmd.Args, "--leader-elect", "--state-store", "kubernetes", "--namespace", s.ns)
+		cmd.Env = append(os.Environ(), "POD_NAME=sluice-0", "POD_NAMESPACE="+s.ns)
+	}
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = s.log, io.MultiWriter(s.log, pw)
 	if err := cmd.Start(); err != nil {
@@ -409,22 +496,25 @@ func (s *scenario) waitPromoted(t *testing.T) {
 // PodScheduled=False, as kube-scheduler does.
 func (s *scenario) waitUnschedulableReported(t *testing.T) {
 	t.Helper()
-	kubetest.Eventually(t, waitLong, "kx's pod reported unschedulable", func() (bool, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		pods, err := s.c.Client.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=kx"})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, p := range pods.Items {
-			for _, cond := range p.Status.Conditions {
-				if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
-					return true, ""
-				}
+	kubetest.Eventually(t, waitLong, "kx's pod reported unschedulable", s.unschedulableReported)
+}
+
+// unschedulableReported says whether a pod of kx is PodScheduled=False.
+func (s *scenario) unschedulableReported() (bool, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pods, err := s.c.Client.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=kx"})
+	if err != nil {
+		return false, err.Error()
+	}
+	for _, p := range pods.Items {
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+				return true, ""
 			}
 		}
-		return false, fmt.Sprintf("%d kx pods, none PodScheduled=False", len(pods.Items))
-	})
+	}
+	return false, fmt.Sprintf("%d kx pods, none PodScheduled=False", len(pods.Items))
 }
 
 // refusals are sluice's log lines where the apiserver refused its
