@@ -32,6 +32,12 @@ race:
 argocompat:
 	cd api/argocompat && go vet ./... && go test -count=1 ./...
 
+# The Helm chart's tests (charts/charttest, a test-only module with helm v4):
+# lint, goldens, server-side dry run and RBAC on a real control plane.
+.PHONY: chart-test
+chart-test:
+	cd charts/charttest && go vet ./... && go test -count=1 ./...
+
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

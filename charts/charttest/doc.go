@@ -1,0 +1,2 @@
+// Package charttest tests the Helm chart charts/sluice.
+package charttest

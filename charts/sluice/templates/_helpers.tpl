@@ -1,0 +1,70 @@
+{{/* The chart's name, truncated to a DNS label. */}}
+{{- define "sluice.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The release's full name: objects are named after it. */}}
+{{- define "sluice.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "sluice.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "sluice.labels" -}}
+helm.sh/chart: {{ include "sluice.chart" . }}
+{{ include "sluice.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "sluice.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "sluice.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "sluice.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "sluice.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "sluice.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/*
+Checks that need more than one value (the schema checks single values).
+*/}}
+{{- define "sluice.validate" -}}
+{{- if not .Values.git.repo }}
+{{- fail "git.repo is required: the repository sluice follows" }}
+{{- end }}
+{{- if and (not .Values.api.existingSecret) (not .Values.api.insecure) }}
+{{- fail "api.existingSecret is required (a Secret with key \"token\"): the HTTP API listens on the pod IP; set api.insecure=true to serve it without a token" }}
+{{- end }}
+{{- if and (eq .Values.stateStore "bbolt") (gt (int .Values.replicaCount) 1) }}
+{{- fail "stateStore bbolt keeps state in one pod: set replicaCount to 1, or use stateStore kubernetes" }}
+{{- end }}
+{{- if and (ne .Values.git.auth.type "none") (not .Values.git.auth.existingSecret) }}
+{{- fail (printf "git.auth.existingSecret is required with git.auth.type %s" .Values.git.auth.type) }}
+{{- end }}
+{{- if and (eq .Values.git.auth.type "basic") (not .Values.git.auth.username) }}
+{{- fail "git.auth.username is required with git.auth.type basic" }}
+{{- end }}
+{{- if and .Values.alerts.secretKeys (not .Values.alerts.existingSecret) }}
+{{- fail "alerts.existingSecret is required with alerts.secretKeys" }}
+{{- end }}
+{{- end }}
