@@ -8,7 +8,7 @@ RACE_PKGS := ./gitwatch/... ./gateway/... ./analysis/... ./controller/... ./cmd/
 FUZZTIME ?= 30s
 FUZZTIME_SHORT ?= 5s
 
-test: deps vet unit race argocompat fuzz-short
+test: deps vet unit race argocompat chart-test fuzz-short
 
 deps:
 	hack/test-deps.sh
