@@ -21,7 +21,6 @@ import (
 	"github.com/sluice-dev/sluice/controller/alert"
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/runner"
-	"github.com/sluice-dev/sluice/controller/store"
 	"github.com/sluice-dev/sluice/gateway"
 	"github.com/sluice-dev/sluice/gitwatch"
 )
@@ -32,7 +31,7 @@ type Daemon struct {
 	opts Options
 	log  *slog.Logger
 
-	store      *store.Store
+	store      stateStore
 	gateway    *gateway.Server
 	dispatcher *alert.Dispatcher
 	runner     *runner.Runner
@@ -63,8 +62,8 @@ func New(opts Options) (_ *Daemon, err error) {
 	if err := os.MkdirAll(opts.StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
-	if d.store, err = store.Open(opts.StateDir, store.Options{Logger: d.log}); err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
+	if d.store, err = openStore(opts, d.log); err != nil {
+		return nil, err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
