@@ -8,12 +8,14 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,11 +37,64 @@ import (
 // state; haKills how many times the leader is killed.
 const (
 	haReplicas = 3
-	haKills    = 10
+	haKills    = 10 // two canaries through haPlan
 	// haTakeover is the issue's bound: a follower leads and serves within
 	// the lease time + 5 s of the leader's death.
 	haTakeover = leader.DefaultLeaseDuration + 5*time.Second
 )
+
+// haSteps: a timed pause, an analysis and a final pause, so that kills
+// land in each.
+const haSteps = `- setWeight: 25
+- pause: {duration: 25s}
+- analysis:
+    templates: [{templateName: ha-success}]
+- setWeight: 50
+- pause: {}
+`
+
+// haPlan is where each kill lands, in story order (one canary per round).
+// A failover takes about the lease (15 s), so the timed pause is long
+// enough to be still running after a kill just before it.
+var haPlan = []string{"pods", "timed pause", "analysis", "pause {}", "promoting"}
+
+// haAtOrPast: the canary reached step (or went past it while a failover
+// took its time: the kill then lands where the rollout is).
+func haAtOrPast(step int32) func(httpapi.RolloutStatus) bool {
+	return func(s httpapi.RolloutStatus) bool { return s.CanaryVersion == "" || s.StepIndex >= step }
+}
+
+func haAt(phase rollout.Phase, step int32) func(httpapi.RolloutStatus) bool {
+	return func(s httpapi.RolloutStatus) bool { return s.Phase == phase && s.StepIndex == step }
+}
+
+// haRuns remembers every analysis run seen per commit: one that finished
+// must stay finished with the same verdict, and a step's analysis must
+// not pass twice (a repeated run).
+type haRuns map[string]map[string]rollout.AnalysisPhase
+
+func (h haRuns) see(t *testing.T, s httpapi.RolloutStatus) {
+	t.Helper()
+	if h[s.Commit] == nil {
+		h[s.Commit] = map[string]rollout.AnalysisPhase{}
+	}
+	seen := h[s.Commit]
+	for _, r := range s.AnalysisRuns {
+		if was, ok := seen[r.Name]; ok && was == rollout.AnalysisSuccessful && r.Phase != was {
+			t.Errorf("commit %s: analysis run %s was %s, now %s", s.Commit, r.Name, was, r.Phase)
+		}
+		seen[r.Name] = r.Phase
+	}
+	passed := 0
+	for _, p := range seen {
+		if p == rollout.AnalysisSuccessful {
+			passed++
+		}
+	}
+	if passed > 1 {
+		t.Errorf("commit %s: the analysis step passed %d times (runs %v): a finished analysis was repeated", s.Commit, passed, seen)
+	}
+}
 
 // haReplica is one replica process; each start has its own identity
 // (POD_NAME), as a new pod would.
@@ -194,10 +249,18 @@ func TestKubeFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &haRig{t: t, c: c, ns: c.Namespace(t), repo: newGitRepo(t), hook: startSink(t)}
-	spec := kubeRollout{Name: "ha", Namespace: h.ns, Host: "ha.e2e", Version: v1, Replicas: 2,
-		Steps: "- setWeight: 25\n- pause: {duration: 5s}\n- setWeight: 50\n- pause: {}\n"}
+	stats := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `{"successRate": 1}`)
+	}))
+	t.Cleanup(stats.Close)
+	spec := kubeRollout{Name: "ha", Namespace: h.ns, Host: "ha.e2e", Version: v1, Replicas: 2, Steps: haSteps}
 	key := h.ns + "/ha"
-	h.repo.push("v1", map[string]string{"rollouts/ha.yaml": spec.yaml()})
+	// Templates are namespaced like the rollout.
+	template := strings.Replace(webTemplate("ha-success", stats.URL), "metadata:\n", "metadata:\n  namespace: "+h.ns+"\n", 1)
+	files := func() map[string]string {
+		return map[string]string{"rollouts/ha.yaml": spec.yaml(), "analysis/web.yaml": template}
+	}
+	h.repo.push("v1", files())
 	for range haReplicas {
 		h.start()
 	}
@@ -206,33 +269,40 @@ func TestKubeFailover(t *testing.T) {
 		return s.Phase == rollout.PhaseHealthy && s.StableVersion == v1
 	})
 
-	versions := []string{v2, "e2e/app:v3", "e2e/app:v4", "e2e/app:v5"}
+	versions := []string{v2, "e2e/app:v3", "e2e/app:v4"}
 	var commits []string
 	var failovers []time.Duration
-	maxStep := map[string]int32{}
+	runs := haRuns{}
 	for kill := 1; kill <= haKills; kill++ {
-		st, err := h.status(lead, key)
-		if err != nil {
-			t.Fatalf("kill %d: status from leader %s: %v", kill, lead.identity, err)
-		}
-		// Move the story on: a healthy rollout gets the next version, a
-		// canary in its final pause is promoted.
-		switch {
-		case st.Phase == rollout.PhaseHealthy && len(commits) < len(versions):
+		target := haPlan[(kill-1)%len(haPlan)]
+		switch target {
+		case "pods":
+			// Right after a push: the canary's ReplicaSet is being made
+			// and its pods awaited.
+			waitHA(t, h, key, 90*time.Second, "healthy before the push", func(s httpapi.RolloutStatus) bool { return s.Phase == rollout.PhaseHealthy })
 			spec.Version = versions[len(commits)]
-			commits = append(commits, h.repo.push(spec.Version, map[string]string{"rollouts/ha.yaml": spec.yaml()}))
-		case st.Phase == rollout.PhasePaused && st.StepIndex == 3:
+			commits = append(commits, h.repo.push(spec.Version, files()))
+			waitHA(t, h, key, 30*time.Second, "canary started", func(s httpapi.RolloutStatus) bool { return s.CanaryVersion == spec.Version })
+		case "promoting":
+			waitHA(t, h, key, 90*time.Second, "final pause", haAt(rollout.PhasePaused, 4))
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			if _, err := lead.api.Command(ctx, api.ParseKey(key), "promote", false); err != nil {
-				t.Logf("kill %d: promote: %v", kill, err)
+				t.Fatalf("kill %d: promote: %v", kill, err)
 			}
 			cancel()
+		case "timed pause":
+			waitHA(t, h, key, 90*time.Second, target, haAtOrPast(1))
+		case "analysis":
+			waitHA(t, h, key, 90*time.Second, target, haAtOrPast(2))
+		case "pause {}":
+			waitHA(t, h, key, 90*time.Second, target, haAt(rollout.PhasePaused, 4))
 		}
-		time.Sleep(time.Duration(rng.Int64N(int64(6 * time.Second))))
+		time.Sleep(time.Duration(rng.Int64N(int64(time.Second))))
 		before, err := h.status(lead, key)
 		if err != nil {
 			t.Fatalf("kill %d: status: %v", kill, err)
 		}
+		runs.see(t, before)
 		if err := lead.cmd.Process.Kill(); err != nil {
 			t.Fatal(err)
 		}
@@ -249,17 +319,16 @@ func TestKubeFailover(t *testing.T) {
 		if err != nil {
 			t.Fatalf("kill %d: status from the new leader: %v", kill, err)
 		}
-		t.Logf("kill %d at %s (step %d, %s): %s leads after %s: step %d, weights %v",
-			kill, before.Phase, before.StepIndex, before.CanaryVersion, next.identity, took.Round(time.Millisecond), after.StepIndex, after.Weights)
+		runs.see(t, after)
+		t.Logf("kill %d in %q (%s step %d %v): %s leads after %s: %s step %d %v",
+			kill, target, before.Phase, before.StepIndex, before.Weights, next.identity, took.Round(time.Millisecond), after.Phase, after.StepIndex, after.Weights)
 		checkContinues(t, kill, before, after)
-		if after.CanaryVersion != "" {
-			maxStep[after.Commit] = max(maxStep[after.Commit], after.StepIndex)
-		}
 		lead = next
 	}
 	// Let the last canary finish, then judge the alerts.
 	final := waitHA(t, h, key, 90*time.Second, "final pause or healthy", func(s httpapi.RolloutStatus) bool {
-		return s.Phase == rollout.PhaseHealthy || (s.Phase == rollout.PhasePaused && s.StepIndex == 3)
+		runs.see(t, s)
+		return s.Phase == rollout.PhaseHealthy || (s.Phase == rollout.PhasePaused && s.StepIndex == 4)
 	})
 	if final.Phase == rollout.PhasePaused {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
