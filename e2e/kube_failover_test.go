@@ -104,6 +104,7 @@ type haReplica struct {
 	log      *testkit.SyncBuffer
 	exited   chan struct{}
 	httpAddr string
+	xdsAddr  string
 	api      *client.Client
 }
 
@@ -132,11 +133,11 @@ func (h *haRig) start() *haReplica {
 	t := h.t
 	h.starts++
 	r := &haReplica{identity: fmt.Sprintf("sluice-%d", h.starts), log: &testkit.SyncBuffer{}, exited: make(chan struct{}),
-		httpAddr: freeLoopbackAddr(t)}
+		httpAddr: freeLoopbackAddr(t), xdsAddr: freeLoopbackAddr(t)}
 	r.cmd = exec.Command(sluiceBin, "run",
 		"--repo", h.repo.origin, "--branch", "main", "--interval", "500ms",
 		"--state-dir", filepath.Join(t.TempDir(), "state"),
-		"--xds-addr", "127.0.0.1:0", "--http-addr", r.httpAddr,
+		"--xds-addr", r.xdsAddr, "--http-addr", r.httpAddr,
 		"--kubernetes", "--kubeconfig", h.c.Kubeconfig,
 		"--leader-elect", "--state-store", "kubernetes", "--namespace", h.ns,
 		"--alert-webhook", h.hook.srv.URL,

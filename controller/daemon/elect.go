@@ -20,8 +20,9 @@ import (
 // cluster state fenced by the lease. The daemon is built when leadership
 // begins, so it starts from the stored state exactly as a restart does.
 // While following, the replica answers /healthz (alive) and /readyz (503:
-// not the leader) on the HTTP address, so a Service sends clients to the
-// leader only.
+// not the leader) on the HTTP address, so a Service sends API clients to
+// the leader only; with the state in the cluster it also serves xDS from
+// the leader's records (followerXDS).
 //
 // It returns leader.ErrLostLeadership when the lease was lost: the process
 // should exit, and its restart campaigns again as a follower.
@@ -49,11 +50,25 @@ func RunElected(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer follower.stop()
+	xdsAddr := ""
+	var xds *followerXDS
+	if opts.StateStore == StateStoreKubernetes {
+		if xds, err = startFollowerXDS(ctx, opts, cfg, opts.Logger); err != nil {
+			return err
+		}
+		defer xds.stop()
+		xdsAddr = xds.addr.String()
+	}
 	opts.Logger.Info("campaigning for leadership", "identity", elector.Identity(), "lease", opts.namespace()+"/"+leader.LeaseName,
-		"http", follower.lis.Addr().String())
+		"http", follower.lis.Addr().String(), "xds", xdsAddr)
 	var leadErr error
 	err = elector.Run(ctx, func(ctx context.Context) {
-		follower.stop() // the daemon binds the same address
+		// The daemon binds the same addresses. xDS clients of this
+		// replica reconnect, keeping their routes meanwhile.
+		follower.stop()
+		if xds != nil {
+			xds.stop()
+		}
 		o := opts
 		o.fence = elector
 		d, err := New(o)
