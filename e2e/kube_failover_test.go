@@ -29,6 +29,7 @@ import (
 	"github.com/sluice-dev/sluice/controller/leader"
 	"github.com/sluice-dev/sluice/controller/rollout"
 	"github.com/sluice-dev/sluice/controller/store/kubestore/kubestoretest"
+	"github.com/sluice-dev/sluice/gateway/probe"
 	"github.com/sluice-dev/sluice/internal/kubetest"
 	"github.com/sluice-dev/sluice/internal/testkit"
 )
@@ -230,7 +231,8 @@ func (h *haRig) status(r *haReplica, key string) (httpapi.RolloutStatus, error) 
 // waiting for the canary's pods, the final pause, promotion): each time
 // another replica leads and serves within the lease + 5 s, the rollout is
 // where it was (same commit, no step lost, the weights of its step) and at
-// the end every expected alert arrived once per logical event.
+// the end every expected alert arrived once per logical event and the
+// real gRPC xDS clients on the first replicas had no failed call.
 func TestKubeFailover(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("SLUICE_FAILOVER_SEED"); s != "" {
@@ -250,6 +252,7 @@ func TestKubeFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &haRig{t: t, c: c, ns: c.Namespace(t), repo: newGitRepo(t), hook: startSink(t)}
+	startPodBackends(t, c, h.ns)
 	stats := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, `{"successRate": 1}`)
 	}))
@@ -269,6 +272,19 @@ func TestKubeFailover(t *testing.T) {
 	waitHA(t, h, key, 60*time.Second, "v1 stable", func(s httpapi.RolloutStatus) bool {
 		return s.Phase == rollout.PhaseHealthy && s.StableVersion == v1
 	})
+	// Real gRPC xDS clients on each first replica (every replica serves
+	// xDS): their calls go to the pods and must never fail, whichever
+	// replica leads, dies or takes over.
+	var loads []*probe.LoadGen
+	for _, r := range h.replicas {
+		lg := startLoad(t, probe.LoadOptions{XDSServer: r.xdsAddr, Host: spec.Host, Clients: 1, Rate: 40, NodePrefix: "on-" + r.identity})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if _, err := lg.WaitFirst(ctx, v1); err != nil {
+			t.Fatalf("clients on %s never reached v1: %v", r.identity, err)
+		}
+		cancel()
+		loads = append(loads, lg)
+	}
 
 	versions := []string{v2, "e2e/app:v3", "e2e/app:v4"}
 	var commits []string
@@ -340,6 +356,23 @@ func TestKubeFailover(t *testing.T) {
 		waitHA(t, h, key, 60*time.Second, "healthy", func(s httpapi.RolloutStatus) bool { return s.Phase == rollout.PhaseHealthy })
 	}
 	checkHAAlerts(t, h.hook, key, commits)
+	for i, lg := range loads {
+		failed, answered := 0, 0
+		for _, split := range lg.Observe().Class {
+			for v, cnt := range split {
+				failed += cnt.Failed
+				if v == "" {
+					failed += cnt.OK // no version: not answered by a pod
+				} else {
+					answered += cnt.OK
+				}
+			}
+		}
+		t.Logf("xDS clients on %s: %d calls answered, %d failed", h.replicas[i].identity, answered, failed)
+		if failed > 0 {
+			t.Errorf("xDS clients on %s: %d failed calls across the failovers, want none", h.replicas[i].identity, failed)
+		}
+	}
 	sort.Slice(failovers, func(i, j int) bool { return failovers[i] < failovers[j] })
 	t.Logf("failover over %d kills: p50 %s, max %s (lease %s)", len(failovers),
 		failovers[len(failovers)/2].Round(time.Millisecond), failovers[len(failovers)-1].Round(time.Millisecond), leader.DefaultLeaseDuration)
