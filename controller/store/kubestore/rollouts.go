@@ -37,7 +37,8 @@ func (s *Store) saveRollout(key api.Key, record []byte) error {
 	if s.opts.Summarize != nil {
 		sum, err := s.opts.Summarize(record)
 		if err != nil {
-			return fmt.Errorf("summarize record: %w", err)
+			// The columns are for people; the record is what counts.
+			s.log.Warn("summarize rollout record for its printer columns", "rollout", key.String(), "err", err)
 		}
 		status.Phase, status.StepIndex, status.StableVersion, status.CanaryVersion = sum.Phase, sum.StepIndex, sum.StableVersion, sum.CanaryVersion
 		status.StableWeight, status.CanaryWeight = sum.StableWeight, sum.CanaryWeight
