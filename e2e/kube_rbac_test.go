@@ -14,10 +14,12 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/rollout"
+	"github.com/sluice-dev/sluice/controller/store/kubestore/kubestoretest"
 	"github.com/sluice-dev/sluice/internal/kubetest"
 )
 
@@ -93,8 +95,31 @@ current-context: local
 // the ClusterRole the docs give (a ServiceAccount bound to it, no other
 // rights): the docs list every verb sluice uses.
 func TestKubeDocumentedRBACSuffices(t *testing.T) {
+	tests := []struct {
+		name  string
+		flags func(ns string) []string
+	}{
+		{"bbolt state", func(string) []string { return nil }},
+		{"state in the cluster, leader election", func(ns string) []string {
+			return []string{"--leader-elect", "--state-store", "kubernetes", "--namespace", ns}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { testDocumentedRBAC(t, tt.flags) })
+	}
+}
+
+func testDocumentedRBAC(t *testing.T, flags func(ns string) []string) {
 	c := kubetest.Shared(t)
 	ns := c.Namespace(t)
+	dyn, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The CRD is installed by an administrator (the chart), not by sluice.
+	if err := kubestoretest.InstallCRD(ctxFor(t, time.Minute), dyn); err != nil {
+		t.Fatal(err)
+	}
 	startPodBackends(t, c, ns)
 	role := documentedClusterRole(t)
 	for _, name := range []string{"kr-stable", "kr-canary"} {
@@ -110,7 +135,7 @@ func TestKubeDocumentedRBACSuffices(t *testing.T) {
 	spec := kubeRollout{Name: "kr", Namespace: ns, Host: "kr.e2e", Version: v1, Replicas: 2,
 		Steps:  "- setWeight: 50\n- pause: {duration: 1s}\n",
 		Canary: "scaleDownDelaySeconds: 1\ncanaryService: kr-canary\nstableService: kr-stable\n"}
-	repo, d := kubeStart(t, c, spec, nil, "--kubeconfig", kubeconfigFor(t, c, ns, role))
+	repo, d := kubeStart(t, c, spec, nil, append([]string{"--kubeconfig", kubeconfigFor(t, c, ns, role)}, flags(ns)...)...)
 	spec.Version = v2
 	repo.push("v2", map[string]string{"rollouts/kr.yaml": spec.yaml()})
 	d.waitStatus(ns+"/kr", 60*time.Second, "v2 promoted", func(s httpapi.RolloutStatus) bool {

@@ -114,6 +114,9 @@ keys (lists for repeatable flags); flags on the command line win.`,
 	f.BoolVar(&o.Kubernetes, "kubernetes", false, "Kubernetes mode: run each version's pods as ReplicaSets in the cluster and take endpoints from it")
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file for --kubernetes (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
 	f.BoolVar(&o.SchedulePods, "schedule-pods", true, "with --kubernetes, place the pods with sluice's graph scheduler (schedulerName sluice); false leaves them to kube-scheduler")
+	f.BoolVar(&o.LeaderElect, "leader-elect", false, "with --kubernetes, act only while holding the Lease sluice-leader in --namespace (one leader among replicas)")
+	f.StringVar(&o.StateStore, "state-store", daemon.StateStoreBbolt, "where the state lives: bbolt (a file in --state-dir) or kubernetes (SluiceRollout objects and a ConfigMap; needs --kubernetes)")
+	f.StringVar(&o.Namespace, "namespace", "", "sluice's own namespace, for the leader Lease and the state ConfigMap (default $POD_NAMESPACE, else default)")
 	f.StringVar(&o.configFile, "config", "", "YAML file with the same settings")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -121,6 +124,9 @@ keys (lists for repeatable flags); flags on the command line win.`,
 }
 
 func runDaemon(ctx context.Context, opts daemon.Options) error {
+	if opts.LeaderElect {
+		return daemon.RunElected(ctx, opts)
+	}
 	d, err := daemon.New(opts)
 	if err != nil {
 		return err

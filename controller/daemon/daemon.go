@@ -22,7 +22,6 @@ import (
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/profiling"
 	"github.com/sluice-dev/sluice/controller/runner"
-	"github.com/sluice-dev/sluice/controller/store"
 	"github.com/sluice-dev/sluice/controller/writeback"
 	"github.com/sluice-dev/sluice/gateway"
 	"github.com/sluice-dev/sluice/gitwatch"
@@ -34,7 +33,7 @@ type Daemon struct {
 	opts Options
 	log  *slog.Logger
 
-	store      *store.Store
+	store      stateStore
 	gateway    *gateway.Server
 	dispatcher *alert.Dispatcher
 	alerts     *alertTap          // the runner's alerter: the outbox and the event stream
@@ -68,8 +67,8 @@ func New(opts Options) (_ *Daemon, err error) {
 	if err := os.MkdirAll(opts.StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
-	if d.store, err = store.Open(opts.StateDir, store.Options{Logger: d.log}); err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
+	if d.store, err = openStore(opts, d.log); err != nil {
+		return nil, err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -324,6 +324,9 @@ func TestNewReportsErrors(t *testing.T) {
 		{"prometheus token without its url", Options{PrometheusTokenFile: filepath.Join(dir, "token")}, "needs --prometheus-url"},
 		{"slack url twice", Options{AlertSlack: "https://hooks.slack.com/x", AlertSlackFile: filepath.Join(dir, "slack")}, "exclude each other"},
 		{"alertmanager url twice", Options{AlertmanagerURL: "http://am:9093", AlertmanagerURLFile: filepath.Join(dir, "am")}, "exclude each other"},
+		{"unknown state store", Options{StateStore: "etcd"}, "--state-store must be bbolt or kubernetes"},
+		{"cluster state without kubernetes mode", Options{StateStore: StateStoreKubernetes}, "--state-store kubernetes needs --kubernetes"},
+		{"leader election without kubernetes mode", Options{LeaderElect: true}, "--leader-elect needs --kubernetes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -340,6 +343,7 @@ func TestNewReportsErrors(t *testing.T) {
 			// The store was closed: a second daemon can open the state dir.
 			o.XDSAddr, o.WebhookSecretFile, o.XDSTLS = "127.0.0.1:0", "", gateway.TLSOptions{}
 			o.PrometheusTokenFile, o.AlertSlackFile, o.AlertmanagerURLFile = "", "", ""
+			o.StateStore, o.LeaderElect = "", false
 			d, err = New(o)
 			if err != nil {
 				t.Fatalf("state dir left locked: %v", err)

@@ -2,11 +2,13 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/httpapi"
+	"github.com/sluice-dev/sluice/controller/store/kubestore"
 	"github.com/sluice-dev/sluice/gateway"
 	"github.com/sluice-dev/sluice/gitwatch"
 )
@@ -103,7 +105,22 @@ type Options struct {
 	// ReplicaSets (schedulerName sluice); false leaves them to kube-scheduler.
 	SchedulePods bool
 
+	// LeaderElect runs the daemon only while this replica holds the Lease
+	// (RunElected); needs Kubernetes.
+	LeaderElect bool
+	// StateStore is where the state lives: StateStoreBbolt (a file in
+	// StateDir, the default) or StateStoreKubernetes (SluiceRollout objects
+	// and a ConfigMap; needs Kubernetes).
+	StateStore string
+	// Namespace is sluice's own namespace (the Lease, the state
+	// ConfigMap); "" means $POD_NAMESPACE, else "default".
+	Namespace string
+
 	Logger *slog.Logger
+
+	// fence guards the cluster state store's writes; RunElected sets it to
+	// the elector.
+	fence kubestore.Fence
 }
 
 // mode is where the rollouts run, for the strategy loader.
@@ -154,6 +171,18 @@ func (o *Options) defaults() error {
 	}
 	if o.AlertmanagerURL != "" && o.AlertmanagerURLFile != "" {
 		return errors.New("--alertmanager-url and --alertmanager-url-file exclude each other")
+	}
+	if o.StateStore == "" {
+		o.StateStore = StateStoreBbolt
+	}
+	if o.StateStore != StateStoreBbolt && o.StateStore != StateStoreKubernetes {
+		return fmt.Errorf("--state-store must be %s or %s, got %q", StateStoreBbolt, StateStoreKubernetes, o.StateStore)
+	}
+	if o.StateStore == StateStoreKubernetes && !o.Kubernetes {
+		return errors.New("--state-store kubernetes needs --kubernetes")
+	}
+	if o.LeaderElect && !o.Kubernetes {
+		return errors.New("--leader-elect needs --kubernetes")
 	}
 	if o.XDSTLS.ClientCAFile != "" && o.XDSTLS.CertFile == "" {
 		return errors.New("--xds-client-ca needs --xds-tls-cert and --xds-tls-key")

@@ -45,3 +45,11 @@ func decodeRecord(b []byte) (record, error) {
 	}
 	return r, nil
 }
+
+// RecordState decodes the rollout state out of a stored record, for views
+// of the store that are not the runner (the printer columns of a
+// SluiceRollout).
+func RecordState(b []byte) (rollout.State, error) {
+	r, err := decodeRecord(b)
+	return r.State, err
+}

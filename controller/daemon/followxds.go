@@ -1,0 +1,127 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/runner"
+	"github.com/sluice-dev/sluice/controller/store/kubestore/v1alpha1"
+	"github.com/sluice-dev/sluice/controller/workload"
+	"github.com/sluice-dev/sluice/gateway"
+)
+
+// followerXDS serves xDS while this replica follows (--leader-elect with
+// --state-store kubernetes): it watches the SluiceRollout objects the
+// leader writes, turns each record into the traffic its state asks for
+// (rollout.State.Traffic, the same call the runner makes), fills the
+// endpoints from the cluster as the leader does, and publishes it on its
+// own gateway. The leader writes a record before it publishes the traffic
+// the record implies, so a follower learns a new weight at about the time
+// the leader's clients do. It only reads the cluster.
+type followerXDS struct {
+	cancel context.CancelFunc
+	served chan struct{}
+	addr   net.Addr
+}
+
+func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, log *slog.Logger) (*followerXDS, error) {
+	log = log.With("role", "follower")
+	gw, err := gateway.New(gateway.Options{Logger: log, Registry: prometheus.NewRegistry(), EnvoyPort: o.EnvoyPort, TLS: o.XDSTLS,
+		Limits: o.XDSLimits, AllowedNodes: o.XDSAllowedNodes})
+	if err != nil {
+		return nil, fmt.Errorf("follower gateway: %w", err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	var traffic *clusterTraffic
+	workloads, err := workload.New(workload.Options{Client: client, Logger: log,
+		OnEndpoints: func(key api.Key) { traffic.endpointsChanged(key) }})
+	if err != nil {
+		return nil, fmt.Errorf("follower workloads: %w", err)
+	}
+	traffic = newClusterTraffic(gw, workloads, log)
+	ctx, cancel := context.WithCancel(ctx)
+	if err := workloads.Start(ctx); err != nil {
+		cancel()
+		return nil, fmt.Errorf("follower workloads: %w", err)
+	}
+	lis, err := net.Listen("tcp", o.XDSAddr)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("xds listener: %w", err)
+	}
+	f := &followerXDS{cancel: cancel, served: make(chan struct{}), addr: lis.Addr()}
+	go func() {
+		defer close(f.served)
+		if err := gw.Serve(ctx, lis); err != nil {
+			log.Warn("follower xds", "err", err)
+		}
+	}()
+	factory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	inf := factory.ForResource(v1alpha1.GroupVersionResource).Informer()
+	publish := func(obj any) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		record, err := recordOf(u)
+		if err != nil || record == nil {
+			return
+		}
+		st, err := runner.RecordState(record)
+		if err != nil {
+			log.Warn("follower: undecodable record", "rollout", u.GetNamespace()+"/"+u.GetName(), "err", err)
+			return
+		}
+		if t := st.Traffic(); t.Host != "" {
+			if _, err := traffic.SetTraffic(t); err != nil {
+				log.Warn("follower: publish traffic", "rollout", st.Key.String(), "err", err)
+			}
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    publish,
+		UpdateFunc: func(_, obj any) { publish(obj) },
+	}); err != nil {
+		f.stop()
+		return nil, fmt.Errorf("follower: watch %s: %w", v1alpha1.Resource, err)
+	}
+	factory.Start(ctx.Done())
+	return f, nil
+}
+
+// recordOf is the record in a SluiceRollout's status (nil when none).
+func recordOf(u *unstructured.Unstructured) ([]byte, error) {
+	var obj v1alpha1.SluiceRollout
+	if err := defaultConverter.FromUnstructured(u.Object, &obj); err != nil {
+		return nil, err
+	}
+	return obj.Status.Record, nil
+}
+
+// stop ends serving and waits until the xDS listener is released, so the
+// leader's daemon can bind the same address; calling it again is harmless.
+func (f *followerXDS) stop() {
+	f.cancel()
+	<-f.served
+}
+
+var defaultConverter = runtime.DefaultUnstructuredConverter

@@ -1,0 +1,75 @@
+package leader_test
+
+import (
+	"io"
+	"net"
+	"sync"
+	"testing"
+)
+
+// cutProxy forwards TCP to target until Cut: then every connection drops
+// and new ones are refused, as a network partition from the apiserver.
+type cutProxy struct {
+	lis    net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+	cut    bool
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{lis: lis, target: target}
+	t.Cleanup(p.Cut)
+	go p.serve()
+	return p
+}
+
+func (p *cutProxy) Addr() string { return p.lis.Addr().String() }
+
+func (p *cutProxy) serve() {
+	for {
+		in, err := p.lis.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.Dial("tcp", p.target)
+		if err != nil {
+			_ = in.Close()
+			continue
+		}
+		if !p.track(in, out) {
+			return
+		}
+		go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
+		go func() { _, _ = io.Copy(in, out); _ = in.Close() }()
+	}
+}
+
+func (p *cutProxy) track(cs ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cut {
+		for _, c := range cs {
+			_ = c.Close()
+		}
+		return false
+	}
+	p.conns = append(p.conns, cs...)
+	return true
+}
+
+// Cut drops every connection and refuses new ones.
+func (p *cutProxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	_ = p.lis.Close()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+}

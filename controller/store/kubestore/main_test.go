@@ -1,0 +1,54 @@
+package kubestore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+
+	"github.com/sluice-dev/sluice/controller/store/kubestore"
+	"github.com/sluice-dev/sluice/controller/store/kubestore/kubestoretest"
+	"github.com/sluice-dev/sluice/internal/kubetest"
+)
+
+func TestMain(m *testing.M) { kubetest.Main(m, 0) }
+
+// testFence is a fixed leader term; the elector is tested in
+// controller/leader against a real Lease.
+type testFence struct {
+	epoch  int32
+	name   string
+	refuse bool
+}
+
+func (f *testFence) Check() error {
+	if f.refuse {
+		return errors.New("lease lost")
+	}
+	return nil
+}
+func (f *testFence) Epoch() int32     { return f.epoch }
+func (f *testFence) Identity() string { return f.name }
+
+// newStore opens a store on the shared cluster with the CRD installed.
+func newStore(t *testing.T, ns string, fence kubestore.Fence) *kubestore.Store {
+	t.Helper()
+	c := kubetest.Shared(t)
+	dyn, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := kubestoretest.InstallCRD(ctx, dyn); err != nil {
+		t.Fatal(err)
+	}
+	s, err := kubestore.New(ctx, kubestore.Options{Dynamic: dyn, Core: c.Client, Namespace: ns, Fence: fence,
+		Summarize: func(b []byte) (kubestore.Summary, error) { return kubestore.Summary{Phase: string(b)}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

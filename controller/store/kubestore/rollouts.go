@@ -1,0 +1,225 @@
+package kubestore
+
+import (
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/store/kubestore/v1alpha1"
+)
+
+// keyRef is a rollout's object: same namespace, same name.
+type keyRef = api.Key
+
+// maxConflicts bounds the re-read-and-retry loop of one write.
+const maxConflicts = 5
+
+// SaveRollout writes the record into the status of the rollout's
+// SluiceRollout, creating the object the first time. The write is
+// conditional on the resourceVersion this replica last saw; on a conflict
+// the object is re-read and the write retried only if no newer leader
+// wrote it (ErrFenced otherwise). It returns once the apiserver accepted
+// the write.
+func (s *Store) SaveRollout(key api.Key, record []byte) error {
+	if err := s.saveRollout(key, record); err != nil {
+		return fmt.Errorf("save rollout %s: %w", key, err)
+	}
+	return nil
+}
+
+func (s *Store) saveRollout(key api.Key, record []byte) error {
+	status := v1alpha1.SluiceRolloutStatus{Record: record, Writer: s.opts.Fence.Identity(), LeaderEpoch: s.opts.Fence.Epoch()}
+	if s.opts.Summarize != nil {
+		sum, err := s.opts.Summarize(record)
+		if err != nil {
+			// The columns are for people; the record is what counts.
+			s.log.Warn("summarize rollout record for its printer columns", "rollout", key.String(), "err", err)
+		}
+		status.Phase, status.StepIndex, status.StableVersion, status.CanaryVersion = sum.Phase, sum.StepIndex, sum.StableVersion, sum.CanaryVersion
+		status.StableWeight, status.CanaryWeight = sum.StableWeight, sum.CanaryWeight
+	}
+	for range maxConflicts {
+		if err := s.checkWrite(); err != nil {
+			return err
+		}
+		rv, err := s.resourceVersion(key)
+		if err != nil {
+			return err
+		}
+		err = s.writeStatus(key, rv, status)
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		// Someone else wrote the object since we last saw it: re-read,
+		// and refuse when it was a newer leader.
+		s.forget(key)
+		current, err := s.getRollout(key)
+		if err != nil {
+			return err
+		}
+		if current != nil && newerEpoch(current.Status.LeaderEpoch, s.opts.Fence.Epoch()) {
+			return s.fail(fmt.Errorf("%w: %s/%s written by %q at epoch %d, ours is %d", ErrFenced,
+				key.Namespace, key.Name, current.Status.Writer, current.Status.LeaderEpoch, s.opts.Fence.Epoch()))
+		}
+	}
+	return fmt.Errorf("still conflicting after %d attempts", maxConflicts)
+}
+
+// resourceVersion is the precondition of the next write to key: the one
+// cached, else the object's as read now, creating an empty object when
+// there is none.
+func (s *Store) resourceVersion(key api.Key) (string, error) {
+	s.mu.Lock()
+	rv, ok := s.rv[key]
+	s.mu.Unlock()
+	if ok {
+		return rv, nil
+	}
+	obj, err := s.getRollout(key)
+	if err != nil {
+		return "", err
+	}
+	if obj == nil {
+		if obj, err = s.createRollout(key); err != nil {
+			return "", err
+		}
+	}
+	s.remember(key, obj.ResourceVersion)
+	return obj.ResourceVersion, nil
+}
+
+func (s *Store) writeStatus(key api.Key, rv string, status v1alpha1.SluiceRolloutStatus) error {
+	obj := &v1alpha1.SluiceRollout{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.Group + "/" + v1alpha1.Version, Kind: v1alpha1.Kind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, ResourceVersion: rv},
+		Status:     status,
+	}
+	u, err := toUnstructured(obj)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.callCtx()
+	defer cancel()
+	out, err := s.rollouts(key.Namespace).UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: "sluice"})
+	if err != nil {
+		return err
+	}
+	s.remember(key, out.GetResourceVersion())
+	return nil
+}
+
+func (s *Store) createRollout(key api.Key) (*v1alpha1.SluiceRollout, error) {
+	u, err := toUnstructured(&v1alpha1.SluiceRollout{
+		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.Group + "/" + v1alpha1.Version, Kind: v1alpha1.Kind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "sluice"}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.callCtx()
+	defer cancel()
+	out, err := s.rollouts(key.Namespace).Create(ctx, u, metav1.CreateOptions{FieldManager: "sluice"})
+	if apierrors.IsAlreadyExists(err) {
+		// Created by another replica in between: use theirs.
+		return s.getRollout(key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create %s %s/%s: %w", v1alpha1.Kind, key.Namespace, key.Name, err)
+	}
+	return fromUnstructured(out)
+}
+
+// getRollout reads the object; nil when there is none.
+func (s *Store) getRollout(key api.Key) (*v1alpha1.SluiceRollout, error) {
+	ctx, cancel := s.callCtx()
+	defer cancel()
+	u, err := s.rollouts(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get %s %s/%s: %w", v1alpha1.Kind, key.Namespace, key.Name, err)
+	}
+	return fromUnstructured(u)
+}
+
+// LoadRollouts returns the record of every SluiceRollout in the cluster
+// that has one, and remembers their resourceVersions for the next writes.
+func (s *Store) LoadRollouts() (map[api.Key][]byte, error) {
+	ctx, cancel := s.callCtx()
+	defer cancel()
+	list, err := s.opts.Dynamic.Resource(v1alpha1.GroupVersionResource).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("load rollouts: list %s: %w", v1alpha1.Resource, err)
+	}
+	out := map[api.Key][]byte{}
+	for i := range list.Items {
+		obj, err := fromUnstructured(&list.Items[i])
+		if err != nil {
+			return nil, fmt.Errorf("load rollouts: %w", err)
+		}
+		key := api.Key{Namespace: obj.Namespace, Name: obj.Name}
+		s.remember(key, obj.ResourceVersion)
+		if len(obj.Status.Record) > 0 {
+			out[key] = obj.Status.Record
+		}
+	}
+	return out, nil
+}
+
+// DeleteRollout deletes the rollout's object; an unknown one is not an
+// error.
+func (s *Store) DeleteRollout(key api.Key) error {
+	if err := s.checkWrite(); err != nil {
+		return fmt.Errorf("delete rollout %s: %w", key, err)
+	}
+	ctx, cancel := s.callCtx()
+	defer cancel()
+	err := s.rollouts(key.Namespace).Delete(ctx, key.Name, metav1.DeleteOptions{})
+	s.forget(key)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete rollout %s: %w", key, err)
+	}
+	return nil
+}
+
+func (s *Store) rollouts(ns string) dynamic.ResourceInterface {
+	return s.opts.Dynamic.Resource(v1alpha1.GroupVersionResource).Namespace(ns)
+}
+
+func (s *Store) remember(key api.Key, rv string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rv[key] = rv
+}
+
+func (s *Store) forget(key api.Key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.rv, key)
+}
+
+func toUnstructured(obj *v1alpha1.SluiceRollout) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s %s/%s: %w", v1alpha1.Kind, obj.Namespace, obj.Name, err)
+	}
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+func fromUnstructured(u *unstructured.Unstructured) (*v1alpha1.SluiceRollout, error) {
+	var obj v1alpha1.SluiceRollout
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &obj); err != nil {
+		return nil, fmt.Errorf("decode %s %s/%s: %w", v1alpha1.Kind, u.GetNamespace(), u.GetName(), err)
+	}
+	return &obj, nil
+}
