@@ -114,6 +114,7 @@ keys (lists for repeatable flags); flags on the command line win.`,
 	f.BoolVar(&o.Kubernetes, "kubernetes", false, "Kubernetes mode: run each version's pods as ReplicaSets in the cluster and take endpoints from it")
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file for --kubernetes (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
 	f.BoolVar(&o.SchedulePods, "schedule-pods", true, "with --kubernetes, place the pods with sluice's graph scheduler (schedulerName sluice); false leaves them to kube-scheduler")
+	f.StringSliceVar(&o.WatchNamespaces, "watch-namespaces", nil, "with --kubernetes, the only namespaces sluice runs rollouts in (comma-separated or repeated; default: all); rollouts elsewhere are rejected")
 	f.StringVar(&o.configFile, "config", "", "YAML file with the same settings")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")

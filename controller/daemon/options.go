@@ -102,6 +102,9 @@ type Options struct {
 	// SchedulePods makes sluice's graph scheduler place the pods of its
 	// ReplicaSets (schedulerName sluice); false leaves them to kube-scheduler.
 	SchedulePods bool
+	// WatchNamespaces limits Kubernetes mode to these namespaces (none:
+	// all): rollouts elsewhere are rejected, informers are namespaced.
+	WatchNamespaces []string
 
 	Logger *slog.Logger
 }
@@ -157,6 +160,9 @@ func (o *Options) defaults() error {
 	}
 	if o.XDSTLS.ClientCAFile != "" && o.XDSTLS.CertFile == "" {
 		return errors.New("--xds-client-ca needs --xds-tls-cert and --xds-tls-key")
+	}
+	if len(o.WatchNamespaces) > 0 && !o.Kubernetes {
+		return errors.New("--watch-namespaces needs --kubernetes")
 	}
 	return nil
 }
