@@ -3,6 +3,7 @@ package api
 import (
 	"crypto/sha256"
 	"io/fs"
+	"slices"
 	"sync"
 )
 
@@ -13,6 +14,8 @@ import (
 type Loader struct {
 	limits Limits
 	mode   Mode
+	// watched limits the rollouts to these namespaces (nil: all).
+	watched []string
 
 	mu    sync.Mutex
 	files map[string]cachedFile
@@ -35,6 +38,18 @@ func (l *Loader) ForKubernetes() *Loader {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.mode = ModeKubernetes
+	return l
+}
+
+// WatchNamespaces refuses every rollout outside namespaces (none: all
+// namespaces): a sluice given namespaced permissions (the chart's
+// watchNamespaces) cannot run pods elsewhere, so such a rollout is
+// rejected with an error at its metadata.namespace instead of failing in
+// the cluster later. It returns l.
+func (l *Loader) WatchNamespaces(namespaces []string) *Loader {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.watched = slices.Clone(namespaces)
 	return l
 }
 
@@ -62,7 +77,9 @@ func (l *Loader) Load(sources []Source) *Set {
 			l.files[s.Name] = cachedFile{sum: sums[i], p: files[i]}
 		}
 	}
-	return assemble(sources, files, l.mode)
+	set := assemble(sources, files, l.mode)
+	set.restrictNamespaces(l.watched)
+	return set
 }
 
 // LoadFS reads the strategy files under root in fsys and loads them. A

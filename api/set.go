@@ -1,5 +1,11 @@
 package api
 
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
 // Set is everything loaded from one tree of strategy files: the valid
 // rollouts and templates, the rollouts that were named but rejected, and
 // every diagnostic.
@@ -60,4 +66,25 @@ func (s *Set) Template(ns string, ref TemplateRef) *AnalysisTemplate {
 		}
 	}
 	return nil
+}
+
+// restrictNamespaces moves every valid rollout outside watched (empty:
+// all) to Rejected, with an error naming its file, line and namespace.
+func (s *Set) restrictNamespaces(watched []string) {
+	if len(watched) == 0 {
+		return
+	}
+	kept := s.Rollouts[:0]
+	for _, r := range s.Rollouts {
+		if slices.Contains(watched, r.Namespace) {
+			kept = append(kept, r)
+			continue
+		}
+		d := Diagnostic{File: r.File, Line: r.Line, Field: "metadata.namespace", Severity: SeverityError,
+			Message: fmt.Sprintf("namespace %q is not watched by this sluice (--watch-namespaces %s)", r.Namespace, strings.Join(watched, ","))}
+		s.Diagnostics = append(s.Diagnostics, d)
+		s.Rejected = append(s.Rejected, Rejected{Key: r.Key, File: r.File, Diagnostics: Diagnostics{d}})
+	}
+	s.Rollouts = kept
+	sortSet(s)
 }

@@ -61,6 +61,9 @@ type Options struct {
 	// Mode is where the rollouts run: it decides what a strategy file must
 	// hold (api.Mode; standalone by default).
 	Mode api.Mode
+	// WatchNamespaces rejects rollouts outside these namespaces (none:
+	// all); see api.Loader.WatchNamespaces.
+	WatchNamespaces []string
 	// Logger receives the watcher's logs; slog.Default() when nil.
 	Logger *slog.Logger
 	// Registry receives sluice_git_fetch_seconds; a private registry when nil.

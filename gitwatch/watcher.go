@@ -186,5 +186,5 @@ func newLoader(opts Options) *api.Loader {
 	if opts.Mode == api.ModeKubernetes {
 		l.ForKubernetes()
 	}
-	return l
+	return l.WatchNamespaces(opts.WatchNamespaces)
 }

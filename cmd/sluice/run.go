@@ -117,6 +117,7 @@ keys (lists for repeatable flags); flags on the command line win.`,
 	f.BoolVar(&o.LeaderElect, "leader-elect", false, "with --kubernetes, act only while holding the Lease sluice-leader in --namespace (one leader among replicas)")
 	f.StringVar(&o.StateStore, "state-store", daemon.StateStoreBbolt, "where the state lives: bbolt (a file in --state-dir) or kubernetes (SluiceRollout objects and a ConfigMap; needs --kubernetes)")
 	f.StringVar(&o.Namespace, "namespace", "", "sluice's own namespace, for the leader Lease and the state ConfigMap (default $POD_NAMESPACE, else default)")
+	f.StringSliceVar(&o.WatchNamespaces, "watch-namespaces", nil, "with --kubernetes, the only namespaces sluice runs rollouts in (comma-separated or repeated; default: all); rollouts elsewhere are rejected")
 	f.StringVar(&o.configFile, "config", "", "YAML file with the same settings")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")

@@ -184,10 +184,11 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 		Interval: o.Interval, Timeout: o.GitTimeout, Auth: o.GitAuth, WebhookSecret: secret, LastCommit: lastCommit,
 		// Templates live in git, not in the store: after a restart the
 		// commit in force is read again before anything newer.
-		ReplayLast: true,
-		Limits:     o.StrategyLimits,
-		Mode:       o.mode(),
-		Logger:     d.log, Registry: reg,
+		ReplayLast:      true,
+		Limits:          o.StrategyLimits,
+		Mode:            o.mode(),
+		WatchNamespaces: o.WatchNamespaces,
+		Logger:          d.log, Registry: reg,
 	}); err != nil {
 		return fmt.Errorf("gitwatch: %w", err)
 	}

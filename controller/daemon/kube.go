@@ -60,7 +60,7 @@ func newKubeParts(o Options, next runner.Traffic, reg *prometheus.Registry, log 
 	}
 	k := &kubeParts{}
 	if k.workloads, err = workload.New(workload.Options{
-		Client: client, SchedulePods: o.SchedulePods, Logger: log, Registry: reg,
+		Client: client, SchedulePods: o.SchedulePods, Namespaces: o.WatchNamespaces, Logger: log, Registry: reg,
 		OnReady:     k.podsReady,
 		OnEndpoints: func(key api.Key) { k.traffic.endpointsChanged(key) },
 	}); err != nil {

@@ -104,6 +104,9 @@ type Options struct {
 	// SchedulePods makes sluice's graph scheduler place the pods of its
 	// ReplicaSets (schedulerName sluice); false leaves them to kube-scheduler.
 	SchedulePods bool
+	// WatchNamespaces limits Kubernetes mode to these namespaces (none:
+	// all): rollouts elsewhere are rejected, informers are namespaced.
+	WatchNamespaces []string
 
 	// LeaderElect runs the daemon only while this replica holds the Lease
 	// (RunElected); needs Kubernetes.
@@ -186,6 +189,9 @@ func (o *Options) defaults() error {
 	}
 	if o.XDSTLS.ClientCAFile != "" && o.XDSTLS.CertFile == "" {
 		return errors.New("--xds-client-ca needs --xds-tls-cert and --xds-tls-key")
+	}
+	if len(o.WatchNamespaces) > 0 && !o.Kubernetes {
+		return errors.New("--watch-namespaces needs --kubernetes")
 	}
 	return nil
 }

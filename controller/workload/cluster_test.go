@@ -78,7 +78,7 @@ func (e *env) startManager() *Manager {
 	e.t.Helper()
 	m, err := New(Options{
 		Client:       e.c.Client,
-		Namespace:    e.ns,
+		Namespaces:   []string{e.ns},
 		SchedulePods: true,
 		OnReady: func(key api.Key, ev rollout.PodsReady) {
 			e.rec.mu.Lock()

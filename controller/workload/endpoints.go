@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/sluice-dev/sluice/api"
 )
@@ -76,7 +77,11 @@ func servesTraffic(p *corev1.Pod) bool {
 }
 
 func (m *Manager) sliceEndpoints(namespace, svc, hash string) []endpoint {
-	objs, _ := m.sliceIndex.ByIndex(byService, namespace+"/"+svc)
+	c := m.cachesFor(namespace)
+	if c == nil {
+		return nil
+	}
+	objs, _ := c.sliceIndex.ByIndex(byService, namespace+"/"+svc)
 	var out []endpoint
 	for _, o := range objs {
 		s, ok := o.(*discoveryv1.EndpointSlice)
@@ -85,7 +90,7 @@ func (m *Manager) sliceEndpoints(namespace, svc, hash string) []endpoint {
 		}
 		port := strconv.Itoa(int(*s.Ports[0].Port))
 		for _, e := range s.Endpoints {
-			if !m.sliceEndpointServes(e, namespace, hash) {
+			if !sliceEndpointServes(c.pods, e, namespace, hash) {
 				continue
 			}
 			zone := m.zoneOf(deref(e.NodeName))
@@ -104,14 +109,14 @@ func (m *Manager) sliceEndpoints(namespace, svc, hash string) []endpoint {
 // terminating, and its pod, when sluice knows it, not being deleted and of
 // this hash (the slice may still list the previous hash's pods for a
 // moment after the selector moved).
-func (m *Manager) sliceEndpointServes(e discoveryv1.Endpoint, namespace, hash string) bool {
+func sliceEndpointServes(pods corelisters.PodLister, e discoveryv1.Endpoint, namespace, hash string) bool {
 	if e.Conditions.Ready != nil && !*e.Conditions.Ready || e.Conditions.Terminating != nil && *e.Conditions.Terminating {
 		return false
 	}
 	if e.TargetRef == nil || e.TargetRef.Kind != "Pod" {
 		return true
 	}
-	p, err := m.pods.Pods(namespace).Get(e.TargetRef.Name)
+	p, err := pods.Pods(namespace).Get(e.TargetRef.Name)
 	if err != nil {
 		return true // not one of sluice's pods: the Service's word stands
 	}

@@ -8,6 +8,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/sluice-dev/sluice/api"
@@ -19,36 +20,74 @@ const (
 	byService = "service" // EndpointSlices: "<namespace>/<service>"
 )
 
+// nsCaches are the caches of one namespace (or of all of them).
+type nsCaches struct {
+	rsIndex    cache.Indexer
+	pods       corelisters.PodLister
+	podIndex   cache.Indexer
+	sliceIndex cache.Indexer
+}
+
+// cachesFor returns the caches that hold namespace's objects; nil for a
+// namespace sluice does not watch.
+func (m *Manager) cachesFor(namespace string) *nsCaches {
+	if c, ok := m.caches[""]; ok {
+		return c
+	}
+	return m.caches[namespace]
+}
+
 // buildInformers wires ReplicaSets and Pods (sluice's only), EndpointSlices
-// and Nodes; each change enqueues the rollout it concerns.
-func (m *Manager) buildInformers(namespace string) error {
+// and Nodes; each change enqueues the rollout it concerns. With
+// namespaces, the namespaced informers run once per namespace: client-go's
+// factories take one namespace or all, and a sluice with namespaced
+// permissions may not list across all of them.
+func (m *Manager) buildInformers(namespaces []string) error {
 	strip := informers.WithTransform(stripManagedFields)
+	cluster := informers.NewSharedInformerFactoryWithOptions(m.client, 0, strip)
+	m.factories = []informers.SharedInformerFactory{cluster}
+	nodes := cluster.Core().V1().Nodes()
+	m.nodes = nodes.Lister()
+	if err := m.addHandler(nodes.Informer(), cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, obj any) { m.enqueueZoneChange(old, obj) },
+	}); err != nil {
+		return err
+	}
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	m.caches = make(map[string]*nsCaches, len(namespaces))
+	for _, ns := range namespaces {
+		c, err := m.buildNamespaceInformers(ns, strip)
+		if err != nil {
+			return err
+		}
+		m.caches[ns] = c
+	}
+	return nil
+}
+
+// buildNamespaceInformers wires the informers of one namespace ("" = all).
+func (m *Manager) buildNamespaceInformers(namespace string, strip informers.SharedInformerOption) (*nsCaches, error) {
 	managed := informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = LabelManagedBy + "=" + ManagedByValue
 	})
 	ours := informers.NewSharedInformerFactoryWithOptions(m.client, 0, informers.WithNamespace(namespace), managed, strip)
 	all := informers.NewSharedInformerFactoryWithOptions(m.client, 0, informers.WithNamespace(namespace), strip)
-	cluster := informers.NewSharedInformerFactoryWithOptions(m.client, 0, strip)
-	m.factories = []informers.SharedInformerFactory{ours, all, cluster}
+	m.factories = append(m.factories, ours, all)
 
 	rs := ours.Apps().V1().ReplicaSets()
 	pods := ours.Core().V1().Pods()
 	slices := all.Discovery().V1().EndpointSlices()
-	nodes := cluster.Core().V1().Nodes()
 	if err := rs.Informer().AddIndexers(cache.Indexers{byRollout: rolloutIndex}); err != nil {
-		return fmt.Errorf("index replicasets: %w", err)
+		return nil, fmt.Errorf("index replicasets: %w", err)
 	}
 	if err := pods.Informer().AddIndexers(cache.Indexers{byRollout: rolloutIndex}); err != nil {
-		return fmt.Errorf("index pods: %w", err)
+		return nil, fmt.Errorf("index pods: %w", err)
 	}
 	if err := slices.Informer().AddIndexers(cache.Indexers{byService: serviceIndex}); err != nil {
-		return fmt.Errorf("index endpointslices: %w", err)
+		return nil, fmt.Errorf("index endpointslices: %w", err)
 	}
-	m.rsIndex = rs.Informer().GetIndexer()
-	m.pods, m.podIndex = pods.Lister(), pods.Informer().GetIndexer()
-	m.sliceIndex = slices.Informer().GetIndexer()
-	m.nodes = nodes.Lister()
-
 	byLabels := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { m.enqueueLabelled(obj) },
 		UpdateFunc: func(_, obj any) { m.enqueueLabelled(obj) },
@@ -59,18 +98,26 @@ func (m *Manager) buildInformers(namespace string) error {
 		UpdateFunc: func(_, obj any) { m.enqueueSlice(obj) },
 		DeleteFunc: func(obj any) { m.enqueueSlice(obj) },
 	}
-	byNode := cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(old, obj any) { m.enqueueZoneChange(old, obj) },
-	}
 	for _, reg := range []struct {
 		inf cache.SharedIndexInformer
 		h   cache.ResourceEventHandler
-	}{{rs.Informer(), byLabels}, {pods.Informer(), byLabels}, {slices.Informer(), bySlice}, {nodes.Informer(), byNode}} {
-		if _, err := reg.inf.AddEventHandler(reg.h); err != nil {
-			return fmt.Errorf("informer handler: %w", err)
+	}{{rs.Informer(), byLabels}, {pods.Informer(), byLabels}, {slices.Informer(), bySlice}} {
+		if err := m.addHandler(reg.inf, reg.h); err != nil {
+			return nil, err
 		}
-		m.synced = append(m.synced, reg.inf.HasSynced)
 	}
+	return &nsCaches{
+		rsIndex: rs.Informer().GetIndexer(), pods: pods.Lister(),
+		podIndex: pods.Informer().GetIndexer(), sliceIndex: slices.Informer().GetIndexer(),
+	}, nil
+}
+
+// addHandler registers h on inf and waits for inf's sync at Start.
+func (m *Manager) addHandler(inf cache.SharedIndexInformer, h cache.ResourceEventHandler) error {
+	if _, err := inf.AddEventHandler(h); err != nil {
+		return fmt.Errorf("informer handler: %w", err)
+	}
+	m.synced = append(m.synced, inf.HasSynced)
 	return nil
 }
 
@@ -153,17 +200,23 @@ func (m *Manager) enqueueZoneChange(oldObj, obj any) {
 	if !ok1 || !ok2 || oldNode.Labels[ZoneLabel] == node.Labels[ZoneLabel] {
 		return
 	}
-	for _, p := range m.podIndex.List() {
-		pod, ok := p.(*corev1.Pod)
-		if ok && pod.Spec.NodeName == node.Name {
-			m.enqueueLabelled(pod)
+	for _, c := range m.caches {
+		for _, p := range c.podIndex.List() {
+			pod, ok := p.(*corev1.Pod)
+			if ok && pod.Spec.NodeName == node.Name {
+				m.enqueueLabelled(pod)
+			}
 		}
 	}
 }
 
 // replicaSetsOf lists the rollout's ReplicaSets from the cache.
 func (m *Manager) replicaSetsOf(key api.Key) []*appsv1.ReplicaSet {
-	objs, _ := m.rsIndex.ByIndex(byRollout, key.String())
+	c := m.cachesFor(key.Namespace)
+	if c == nil {
+		return nil
+	}
+	objs, _ := c.rsIndex.ByIndex(byRollout, key.String())
 	out := make([]*appsv1.ReplicaSet, 0, len(objs))
 	for _, o := range objs {
 		if rs, ok := o.(*appsv1.ReplicaSet); ok {
@@ -175,7 +228,11 @@ func (m *Manager) replicaSetsOf(key api.Key) []*appsv1.ReplicaSet {
 
 // podsOf lists the rollout's pods of one hash from the cache.
 func (m *Manager) podsOf(key api.Key, hash string) []*corev1.Pod {
-	objs, _ := m.podIndex.ByIndex(byRollout, key.String())
+	c := m.cachesFor(key.Namespace)
+	if c == nil {
+		return nil
+	}
+	objs, _ := c.podIndex.ByIndex(byRollout, key.String())
 	var out []*corev1.Pod
 	for _, o := range objs {
 		if p, ok := o.(*corev1.Pod); ok && p.Labels[LabelHash] == hash {

@@ -23,8 +23,9 @@ import (
 type Options struct {
 	// Client talks to the cluster. Required.
 	Client kubernetes.Interface
-	// Namespace limits the informers to one namespace ("" = all).
-	Namespace string
+	// Namespaces limits the informers to these namespaces (none: all),
+	// for a sluice whose permissions are namespaced (--watch-namespaces).
+	Namespaces []string
 	// SchedulePods gives the pods schedulerName "sluice", so that sluice's
 	// graph scheduler binds them (--schedule-pods).
 	SchedulePods bool
@@ -64,11 +65,10 @@ type Manager struct {
 	factories []informers.SharedInformerFactory
 	synced    []cache.InformerSynced
 
-	rsIndex    cache.Indexer
-	pods       corelisters.PodLister
-	podIndex   cache.Indexer
-	nodes      corelisters.NodeLister
-	sliceIndex cache.Indexer
+	// caches holds the namespaced caches by namespace; the key "" holds
+	// the caches of all namespaces when no namespace is named.
+	caches map[string]*nsCaches
+	nodes  corelisters.NodeLister
 
 	queue workqueue.TypedInterface[api.Key]
 	// reported is the worker's memory of what it last told the callbacks;
@@ -121,7 +121,7 @@ func New(opts Options) (*Manager, error) {
 	if m.onEndpoints == nil {
 		m.onEndpoints = func(api.Key) {}
 	}
-	if err := m.buildInformers(opts.Namespace); err != nil {
+	if err := m.buildInformers(opts.Namespaces); err != nil {
 		return nil, err
 	}
 	return m, nil
