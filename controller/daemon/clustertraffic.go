@@ -48,6 +48,19 @@ func (c *clusterTraffic) WaitForAck(ctx context.Context, host, version string) e
 	return c.next.WaitForAck(ctx, host, version)
 }
 
+// publishServed publishes t, as SetTraffic does, unless a side that t
+// sends traffic to has no endpoint in the cluster yet: then the clients
+// keep their last routes and endpointsChanged publishes t once the side
+// has endpoints. A follower needs it: it learns a weight from the leader's
+// record and the endpoints from its own informers, which may lag behind
+// the leader's, and a weight on a side without endpoints fails calls.
+func (c *clusterTraffic) publishServed(t api.Traffic) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.last[t.Rollout] = t
+	return c.republish(t)
+}
+
 // endpointsChanged publishes the rollout's latest traffic again with the
 // endpoints the cluster has now. A failure (say, no stable endpoint left)
 // keeps the clients on their last good routes and is logged.
@@ -58,7 +71,31 @@ func (c *clusterTraffic) endpointsChanged(key api.Key) {
 	if !ok || t.Host == "" {
 		return
 	}
-	if _, err := c.next.SetTraffic(c.eps.ResolveTraffic(t)); err != nil {
+	if err := c.republish(t); err != nil {
 		c.log.Warn("republish traffic with new endpoints", "rollout", key.String(), "err", err)
 	}
+}
+
+// republish resolves t's endpoints and publishes it unless a weighted side
+// has none (c.mu held).
+func (c *clusterTraffic) republish(t api.Traffic) error {
+	resolved := c.eps.ResolveTraffic(t)
+	if side := unservedSide(resolved); side != "" {
+		c.log.Debug("traffic held until its endpoints are Ready", "rollout", t.Rollout.String(), "side", side)
+		return nil
+	}
+	_, err := c.next.SetTraffic(resolved)
+	return err
+}
+
+// unservedSide names a side with a weight but no endpoint ("" when none).
+// The stable side is the gateway's check (it refuses the traffic).
+func unservedSide(t api.Traffic) string {
+	switch {
+	case t.Weights.Canary > 0 && len(t.CanaryEndpoints) == 0:
+		return "canary"
+	case t.Weights.Baseline > 0 && len(t.BaselineEndpoints) == 0:
+		return "baseline"
+	}
+	return ""
 }

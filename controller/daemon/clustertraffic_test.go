@@ -55,3 +55,31 @@ func TestClusterTrafficRepublishes(t *testing.T) {
 		t.Errorf("republished endpoints stable %v canary %v", last.StableEndpoints, last.CanaryEndpoints)
 	}
 }
+
+// TestFollowerHoldsTrafficUntilEndpoints: a follower that learns a canary
+// weight before its own informers see the canary's Ready pods keeps the
+// clients on their last routes (no weight on an empty cluster, which
+// fails calls), and publishes as soon as the endpoints arrive.
+func TestFollowerHoldsTrafficUntilEndpoints(t *testing.T) {
+	eps := endpointsByHash{"h1": {"10.244.0.1:8080"}}
+	gw := &publishLog{}
+	c := newClusterTraffic(gw, eps, slog.New(slog.DiscardHandler))
+	key := api.Key{Namespace: "shop", Name: "checkout"}
+	stable := api.Traffic{Rollout: key, Host: "checkout.shop", StableWorkload: "h1", CanaryWorkload: "h1", Weights: api.CanaryWeights(0)}
+	if err := c.publishServed(stable); err != nil {
+		t.Fatal(err)
+	}
+	canary := stable
+	canary.CanaryWorkload, canary.Weights = "h2", api.CanaryWeights(50)
+	if err := c.publishServed(canary); err != nil {
+		t.Fatal(err)
+	}
+	if len(gw.got) != 1 {
+		t.Fatalf("published %d times before the canary had endpoints, want only the stable traffic: %+v", len(gw.got), gw.got)
+	}
+	eps["h2"] = []string{"10.244.0.2:8080"}
+	c.endpointsChanged(key)
+	if len(gw.got) != 2 || gw.got[1].Weights != canary.Weights || !slices.Equal(gw.got[1].CanaryEndpoints, eps["h2"]) {
+		t.Fatalf("after the canary's endpoints arrived: published %+v", gw.got)
+	}
+}

@@ -52,7 +52,7 @@ func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, log *slo
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	var traffic *clusterTraffic
-	workloads, err := workload.New(workload.Options{Client: client, Logger: log,
+	workloads, err := workload.New(workload.Options{Client: client, Namespaces: o.WatchNamespaces, Logger: log,
 		OnEndpoints: func(key api.Key) { traffic.endpointsChanged(key) }})
 	if err != nil {
 		return nil, fmt.Errorf("follower workloads: %w", err)
@@ -92,7 +92,7 @@ func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, log *slo
 			return
 		}
 		if t := st.Traffic(); t.Host != "" {
-			if _, err := traffic.SetTraffic(t); err != nil {
+			if err := traffic.publishServed(t); err != nil {
 				log.Warn("follower: publish traffic", "rollout", st.Key.String(), "err", err)
 			}
 		}
