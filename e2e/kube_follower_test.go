@@ -93,7 +93,7 @@ func TestKubeFollowerServesXDS(t *testing.T) {
 			}
 		}
 		if failed > 0 {
-			t.Errorf("clients on the %s: %d failed calls", name, failed)
+			t.Errorf("clients on the %s: %d failed calls (per class and version: %v)", name, failed, lg.Observe().Class)
 		}
 	}
 	sort.Slice(delays, func(i, j int) bool { return delays[i] < delays[j] })
