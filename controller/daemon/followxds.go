@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -36,6 +37,10 @@ type followerXDS struct {
 	addr   net.Addr
 }
 
+// followerSyncTimeout bounds a follower's wait for the rollout records
+// before it serves xDS.
+const followerSyncTimeout = 30 * time.Second
+
 func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, log *slog.Logger) (*followerXDS, error) {
 	log = log.With("role", "follower")
 	gw, err := gateway.New(gateway.Options{Logger: log, Registry: prometheus.NewRegistry(), EnvoyPort: o.EnvoyPort, TLS: o.XDSTLS,
@@ -63,18 +68,6 @@ func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, log *slo
 		cancel()
 		return nil, fmt.Errorf("follower workloads: %w", err)
 	}
-	lis, err := net.Listen("tcp", o.XDSAddr)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("xds listener: %w", err)
-	}
-	f := &followerXDS{cancel: cancel, served: make(chan struct{}), addr: lis.Addr()}
-	go func() {
-		defer close(f.served)
-		if err := gw.Serve(ctx, lis); err != nil {
-			log.Warn("follower xds", "err", err)
-		}
-	}()
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
 	inf := factory.ForResource(v1alpha1.GroupVersionResource).Informer()
 	publish := func(obj any) {
@@ -97,14 +90,37 @@ func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, log *slo
 			}
 		}
 	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    publish,
 		UpdateFunc: func(_, obj any) { publish(obj) },
-	}); err != nil {
-		f.stop()
+	})
+	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("follower: watch %s: %w", v1alpha1.Resource, err)
 	}
+	// Serve once every stored rollout is published: a client that
+	// connected to an empty follower would find no listener for its host
+	// and fail its calls until the routes arrive. The wait is bounded, so
+	// that a replica that cannot read the records (no CRD, no permission)
+	// still campaigns for the lease; it serves what it has and says so.
 	factory.Start(ctx.Done())
+	syncCtx, synced := context.WithTimeout(ctx, followerSyncTimeout)
+	if !cache.WaitForCacheSync(syncCtx.Done(), reg.HasSynced) {
+		log.Warn("follower: serving xDS before the rollout records were read", "resource", v1alpha1.Resource, "waited", followerSyncTimeout)
+	}
+	synced()
+	lis, err := net.Listen("tcp", o.XDSAddr)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("xds listener: %w", err)
+	}
+	f := &followerXDS{cancel: cancel, served: make(chan struct{}), addr: lis.Addr()}
+	go func() {
+		defer close(f.served)
+		if err := gw.Serve(ctx, lis); err != nil {
+			log.Warn("follower xds", "err", err)
+		}
+	}()
 	return f, nil
 }
 
