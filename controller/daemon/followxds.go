@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/runner"
+	"github.com/sluice-dev/sluice/controller/store/kubestore"
 	"github.com/sluice-dev/sluice/controller/store/kubestore/v1alpha1"
 	"github.com/sluice-dev/sluice/controller/workload"
 	"github.com/sluice-dev/sluice/gateway"
@@ -68,7 +70,9 @@ func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, log *slo
 		cancel()
 		return nil, fmt.Errorf("follower workloads: %w", err)
 	}
-	factory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, metav1.NamespaceAll, func(lo *metav1.ListOptions) {
+		lo.LabelSelector = kubestore.InstanceSelector(o.namespace())
+	})
 	inf := factory.ForResource(v1alpha1.GroupVersionResource).Informer()
 	publish := func(obj any) {
 		u, ok := obj.(*unstructured.Unstructured)

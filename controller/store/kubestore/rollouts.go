@@ -120,7 +120,7 @@ func (s *Store) createRollout(key api.Key) (*v1alpha1.SluiceRollout, error) {
 	u, err := toUnstructured(&v1alpha1.SluiceRollout{
 		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.Group + "/" + v1alpha1.Version, Kind: v1alpha1.Kind},
 		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
-			Labels: map[string]string{"app.kubernetes.io/managed-by": "sluice"}},
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "sluice", InstanceLabel: s.opts.Namespace}},
 	})
 	if err != nil {
 		return nil, err
@@ -152,12 +152,22 @@ func (s *Store) getRollout(key api.Key) (*v1alpha1.SluiceRollout, error) {
 	return fromUnstructured(u)
 }
 
-// LoadRollouts returns the record of every SluiceRollout in the cluster
-// that has one, and remembers their resourceVersions for the next writes.
+// InstanceLabel names the sluice installation (its own namespace, where
+// its Lease lives) that keeps a SluiceRollout: two installations in one
+// cluster (say, each with its own watchNamespaces) never load or run each
+// other's rollouts.
+const InstanceLabel = "sluice.io/instance"
+
+// InstanceSelector selects the SluiceRollouts of the installation in
+// namespace.
+func InstanceSelector(namespace string) string { return InstanceLabel + "=" + namespace }
+
+// LoadRollouts returns the record of every SluiceRollout of this
+// installation that has one, and remembers their resourceVersions for the next writes.
 func (s *Store) LoadRollouts() (map[api.Key][]byte, error) {
 	ctx, cancel := s.callCtx()
 	defer cancel()
-	list, err := s.opts.Dynamic.Resource(v1alpha1.GroupVersionResource).List(ctx, metav1.ListOptions{})
+	list, err := s.opts.Dynamic.Resource(v1alpha1.GroupVersionResource).List(ctx, metav1.ListOptions{LabelSelector: InstanceSelector(s.opts.Namespace)})
 	if err != nil {
 		return nil, fmt.Errorf("load rollouts: list %s: %w", v1alpha1.Resource, err)
 	}

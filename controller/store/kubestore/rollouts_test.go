@@ -38,6 +38,38 @@ func TestSaveLoadRollouts(t *testing.T) {
 	}
 }
 
+// TestInstallationsKeepTheirOwnRollouts: two sluice installations in one
+// cluster (each with its own namespace and Lease) never load each other's
+// rollouts, so a leader never runs a rollout another sluice keeps.
+func TestInstallationsKeepTheirOwnRollouts(t *testing.T) {
+	c := kubetest.Shared(t)
+	nsA, nsB := c.Namespace(t), c.Namespace(t)
+	a := newStore(t, nsA, &testFence{epoch: 1, name: "a"})
+	b := newStore(t, nsB, &testFence{epoch: 1, name: "b"})
+	keyA, keyB := api.Key{Namespace: nsA, Name: "checkout"}, api.Key{Namespace: nsB, Name: "payments"}
+	if err := a.SaveRollout(keyA, []byte("Healthy")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SaveRollout(keyB, []byte("Paused")); err != nil {
+		t.Fatal(err)
+	}
+	for name, tt := range map[string]struct {
+		s          *kubestore.Store
+		own, other api.Key
+	}{"a": {a, keyA, keyB}, "b": {b, keyB, keyA}} {
+		got, err := tt.s.LoadRollouts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := got[tt.own]; !ok {
+			t.Errorf("installation %s does not load its own rollout %s: %v", name, tt.own, got)
+		}
+		if _, ok := got[tt.other]; ok {
+			t.Errorf("installation %s loads the other installation's rollout %s", name, tt.other)
+		}
+	}
+}
+
 // TestSaveRolloutConflicts: a write that finds the object changed since
 // this replica last saw it re-reads it; it writes again only when no newer
 // leader wrote in between.
