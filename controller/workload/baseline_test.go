@@ -57,6 +57,7 @@ func TestScaleRunsBaseline(t *testing.T) {
 	// stable pods only, never the baseline's.
 	e.waitEndpoints(key, "h1", stable)
 	e.waitEndpoints(key, "b1", baseline)
+	e.waitEndpoints(key, "h2", canary) // the cache may not hold the canary's Ready pods yet
 	e.waitReady("b1", rollout.PodsReady{Hash: "b1", Replicas: 1, Ready: 1})
 
 	tr := e.m.ResolveTraffic(api.Traffic{Rollout: key, StableWorkload: "h1", CanaryWorkload: "h2", BaselineWorkload: "b1"})
