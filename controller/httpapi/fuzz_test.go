@@ -60,7 +60,7 @@ func FuzzHandler(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(s.method, s.target, s.auth, s.headers, s.body)
 	}
-	allowed := map[int]bool{200: true, 400: true, 401: true, 404: true, 405: true, 409: true, 413: true, 301: true, 307: true, 308: true, 503: true}
+	allowed := map[int]bool{200: true, 400: true, 401: true, 404: true, 405: true, 409: true, 413: true, 301: true, 302: true, 307: true, 308: true, 503: true}
 	f.Fuzz(func(t *testing.T, method, target, auth, headers, body string) {
 		if !validMethod(method) || !strings.HasPrefix(target, "/") {
 			return // not an HTTP request the server would parse
@@ -86,6 +86,9 @@ func FuzzHandler(f *testing.F) {
 		h.ServeHTTP(rec, req)
 		if !allowed[rec.Code] {
 			t.Errorf("%s %s answered %d: %s", method, target, rec.Code, rec.Body)
+		}
+		if loc := rec.Header().Get("Location"); rec.Code == http.StatusFound && loc != "/ui/" {
+			t.Errorf("%s %s redirected to %q; the only 302 is / to the dashboard", method, target, loc)
 		}
 		if cmds := be.lastCommands(); len(cmds) > 0 && !bearerIs(auth, "s3cr3t") {
 			t.Errorf("%s %s with Authorization %q ran %v without the token", method, target, auth, cmds)
