@@ -77,6 +77,9 @@ type Rollout struct {
 	// XDS is the sluice.io/xds plugin configuration; nil when the rollout
 	// does not use sluice's traffic router.
 	XDS *XDSConfig `json:"xds,omitempty"`
+	// Routing names the cluster's own routers (Gateway API, Istio) the
+	// rollout drives in Kubernetes mode; nil when it names none.
+	Routing *ClusterRouting `json:"routing,omitempty"`
 	// Workload is set in Kubernetes mode only: what sluice needs to run
 	// the rollout's pods.
 	Workload *Workload `json:"workload,omitempty"`

@@ -61,4 +61,7 @@ type Traffic struct {
 	// SessionAffinity, when set and the canary weight is above 0, makes the
 	// canary sticky for clients that reached it.
 	SessionAffinity *SessionAffinity `json:"sessionAffinity,omitempty"`
+	// Routing is the rollout's cluster routers (Kubernetes mode), which
+	// carry this traffic beside the xDS gateway; nil when it names none.
+	Routing *ClusterRouting `json:"routing,omitempty"`
 }
