@@ -1,11 +1,7 @@
 package e2e
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -16,13 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fluxcd/gitkit"
 	"github.com/fluxcd/pkg/gittestserver"
-	"golang.org/x/crypto/ssh"
 
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/rollout"
 	"github.com/sluice-dev/sluice/gateway/probe"
+	"github.com/sluice-dev/sluice/internal/gittest"
 )
 
 // TestWritebackRevert: with --git-writeback revert, an aborted canary
@@ -51,7 +46,7 @@ func TestWritebackRevert(t *testing.T) {
 			return []string{"--repo", srv.HTTPAddress() + "/org/repo.git", "--git-password-file", writeTemp(t, "token", token)}
 		}},
 		{name: "ssh", serve: func(t *testing.T, srv *gittestserver.GitServer, _ string) []string {
-			key := serveSSHKey(t, srv)
+			key := gittest.ServeNewKey(t, srv)
 			return []string{"--repo", srv.SSHAddress() + "/org/repo.git", "--git-ssh-key-file", writeTemp(t, "id", string(key)),
 				"--git-insecure-ignore-host-key"}
 		}},
@@ -318,36 +313,4 @@ func writeTemp(t *testing.T, name, content string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// serveSSHKey serves srv over SSH for one new key, returned as PEM.
-func serveSSHKey(t *testing.T, srv *gittestserver.GitServer) []byte {
-	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sshPub, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	authorized := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub)))
-	srv.KeyDir(t.TempDir())
-	srv.Auth("", "")
-	srv.PublicKeyLookupFunc(func(content string) (*gitkit.PublicKey, error) {
-		if content == authorized {
-			return &gitkit.PublicKey{Id: "sluice"}, nil
-		}
-		return nil, errors.New("unknown key")
-	})
-	if err := srv.ListenSSH(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.StartSSH() }()
-	t.Cleanup(func() { _ = srv.StopSSH() })
-	return pem.EncodeToMemory(block)
 }

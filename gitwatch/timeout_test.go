@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/gittest"
 )
 
 // stallProxy is a TCP listener that accepts connections and never answers
@@ -104,8 +106,8 @@ func TestGitTimeout(t *testing.T) {
 				srv, _, _ := gitServer(t)
 				srv.KeyDir(t.TempDir())
 				srv.Auth("", "")
-				key, pub := sshKey(t, "")
-				serveSSH(t, srv, pub)
+				key, pub := gittest.SSHKey(t, "")
+				gittest.ServeSSH(t, srv, pub)
 				return strings.TrimPrefix(srv.SSHAddress(), "ssh://git@"),
 					Auth{SSHKeyFile: writeFile(t, "id", string(key)), InsecureIgnoreHostKey: true}
 			},

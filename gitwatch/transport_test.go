@@ -1,11 +1,8 @@
 package gitwatch
 
 import (
-	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fluxcd/gitkit"
 	"github.com/fluxcd/pkg/gittestserver"
+	"github.com/sluice-dev/sluice/internal/gittest"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 )
@@ -119,38 +116,14 @@ func TestHTTPBasicAuth(t *testing.T) {
 	}
 }
 
-// sshKey makes an ed25519 key pair; the private key is PEM, encrypted when
-// pass is set.
-func sshKey(t *testing.T, pass string) (pemBytes []byte, authorized string) {
-	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var block *pem.Block
-	if pass != "" {
-		block, err = ssh.MarshalPrivateKeyWithPassphrase(priv, "", []byte(pass))
-	} else {
-		block, err = ssh.MarshalPrivateKey(priv, "")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	sshPub, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(block), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub)))
-}
-
 func TestSSH(t *testing.T) {
 	srv, _, c0 := gitServer(t)
 	keyDir := t.TempDir()
 	srv.KeyDir(keyDir)
 	srv.Auth("", "") // switches on public key checking for SSH
-	goodKey, goodPub := sshKey(t, keyPass)
-	otherKey, _ := sshKey(t, "")
-	serveSSH(t, srv, goodPub)
+	goodKey, goodPub := gittest.SSHKey(t, keyPass)
+	otherKey, _ := gittest.SSHKey(t, "")
+	gittest.ServeSSH(t, srv, goodPub)
 
 	// known_hosts from the server's own host key, and one with a stranger.
 	addr := strings.TrimPrefix(srv.SSHAddress(), "ssh://git@")
@@ -235,21 +208,4 @@ func TestHTTPToken(t *testing.T) {
 		t.Fatalf("revision %s, want %s", r.Commit, c0)
 	}
 	assertNoLeak(t, h, token)
-}
-
-// serveSSH starts srv's SSH server, accepting only the public key pub,
-// until the test ends.
-func serveSSH(t *testing.T, srv *gittestserver.GitServer, pub string) {
-	t.Helper()
-	srv.PublicKeyLookupFunc(func(content string) (*gitkit.PublicKey, error) {
-		if content == pub {
-			return &gitkit.PublicKey{Id: "sluice"}, nil
-		}
-		return nil, errors.New("unknown key")
-	})
-	if err := srv.ListenSSH(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.StartSSH() }()
-	t.Cleanup(func() { _ = srv.StopSSH() })
 }

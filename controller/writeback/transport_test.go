@@ -2,20 +2,15 @@ package writeback
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/fluxcd/gitkit"
 	"github.com/fluxcd/pkg/gittestserver"
-	"golang.org/x/crypto/ssh"
 
 	"github.com/sluice-dev/sluice/gitwatch"
+	"github.com/sluice-dev/sluice/internal/gittest"
 )
 
 // TestRevertTransports pushes the revert with go-git over real HTTP (basic
@@ -43,7 +38,7 @@ func TestRevertTransports(t *testing.T) {
 			return startHTTP(t, srv, user, password), gitwatch.Auth{Username: user, PasswordFile: secretFile(t, "wrong-password-123")}
 		}},
 		{name: "ssh key", serve: func(t *testing.T, srv *gittestserver.GitServer) (string, gitwatch.Auth) {
-			key := startSSH(t, srv)
+			key := gittest.ServeNewKey(t, srv)
 			return srv.SSHAddress() + "/org/repo.git", gitwatch.Auth{SSHKeyFile: secretFile(t, string(key)), InsecureIgnoreHostKey: true}
 		}},
 	}
@@ -92,38 +87,6 @@ func startHTTP(t *testing.T, srv *gittestserver.GitServer, user, password string
 	}
 	t.Cleanup(srv.StopHTTP)
 	return srv.HTTPAddress() + "/org/repo.git"
-}
-
-// startSSH serves srv over SSH for one new key, returned as PEM.
-func startSSH(t *testing.T, srv *gittestserver.GitServer) []byte {
-	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sshPub, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	authorized := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub)))
-	srv.KeyDir(t.TempDir())
-	srv.Auth("", "") // switches on public key checking
-	srv.PublicKeyLookupFunc(func(content string) (*gitkit.PublicKey, error) {
-		if content == authorized {
-			return &gitkit.PublicKey{Id: "sluice"}, nil
-		}
-		return nil, errors.New("unknown key")
-	})
-	if err := srv.ListenSSH(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.StartSSH() }()
-	t.Cleanup(func() { _ = srv.StopSSH() })
-	return pem.EncodeToMemory(block)
 }
 
 func secretFile(t *testing.T, content string) string {
