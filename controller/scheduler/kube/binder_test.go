@@ -334,3 +334,39 @@ func TestDeletedPendingPodLeavesTheBinder(t *testing.T) {
 		return !ok && parked == 0 && len(b.Pending(ns, nil)) == 0, fmt.Sprintf("pending %v, parked %v", ok, parked)
 	})
 }
+
+// A terminating pod keeps its node's resources but not its place in the
+// spread: the replacements of two pods terminating in zone-a go to every
+// zone, as kube-scheduler's PodTopologySpread places them.
+func TestTerminatingPodsLeaveTheSpread(t *testing.T) {
+	c := kubetest.Shared(t)
+	ns := c.Namespace(t)
+	startBinder(t, c, Options{})
+	ctx := context.Background()
+	lbl := rolloutLabels("pay", "h5")
+	const hold = "sluice.test/hold" // keeps the deleted pods terminating
+	tmpl := podTemplate(DefaultSchedulerName, "100m", lbl)
+	for i, node := range []string{zoneANode, zoneASibling} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("old-%d", i), Namespace: ns, Labels: lbl, Finalizers: []string{hold}}, Spec: tmpl.Spec}
+		pod.Spec.NodeName = node
+		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_, _ = c.Client.CoreV1().Pods(ns).Patch(context.Background(), pod.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		})
+		if err := c.Client.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createReplicaSet(t, c.Client, ns, "pay-h5", 3, tmpl)
+
+	kubetest.Eventually(t, 30*time.Second, "3 live pods, one per zone", func() (bool, string) {
+		pods, all := runningPods(t, c.Client, ns, "rollouts-pod-template-hash=h5")
+		if len(pods) != 3 {
+			return false, fmt.Sprintf("%d running of %d", len(pods), all)
+		}
+		z := zoneCounts(t, c.Client, pods)
+		return z["zone-a"] == 1 && z["zone-b"] == 1 && z["zone-c"] == 1, fmt.Sprintf("zones %v (the terminating pods in zone-a counted in the spread?): %s", z, nodesOf(pods))
+	})
+}

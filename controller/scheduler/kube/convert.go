@@ -53,6 +53,13 @@ func podFromCore(p *corev1.Pod) scheduler.Pod {
 		RequiredAffinity: affinityTerms(p.Spec.Affinity),
 	}
 	out.Group, out.Service = groupOf(p)
+	if p.DeletionTimestamp != nil {
+		// A terminating pod still holds its node's resources until it is
+		// gone, but it is no longer part of its version's spread: like
+		// kube-scheduler's PodTopologySpread (kubernetes#87621), the
+		// replacement pods are spread as if it had left already.
+		out.Group = ""
+	}
 	if canary := p.Annotations[api.BaselineOfAnnotation]; canary != "" && p.Labels[api.BaselineLabel] == "true" && out.Service != "" {
 		// A baseline's pods mirror its canary's zones (BaselineMatch).
 		out.Role, out.MatchGroup = scheduler.RoleBaseline, out.Service+"/"+canary

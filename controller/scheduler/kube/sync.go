@@ -114,12 +114,12 @@ func unwrapTombstone(obj any) any {
 // bound under our feet), the graph moves it to where it really is.
 func (b *Binder) podBound(p *corev1.Pod) {
 	key, node := podKey(p), p.Spec.NodeName
+	sp := podFromCore(p)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if bp, ok := b.bound[key]; ok && bp.node == node {
-		return
+	if bp, ok := b.bound[key]; ok && bp.node == node && bp.pod.Group == sp.Group {
+		return // nothing the graph counts changed (a pod starting to terminate leaves its group)
 	}
-	sp := podFromCore(p)
 	_, wasAssumed := b.assumed[key]
 	delete(b.assumed, key)
 	changed := true
