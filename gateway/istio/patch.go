@@ -127,10 +127,7 @@ func patchVirtualService(obj *unstructured.Unstructured, routeNames []string, b 
 	if err != nil {
 		return vsPatch{}, fmt.Errorf("%s: spec.http: %w", where, err)
 	}
-	ours := map[string]bool{}
-	for _, n := range prev.Routes {
-		ours[n] = true
-	}
+	ours := setOf(prev.Routes)
 	var user []any   // the user's routes, sluice's old ones taken out
 	var userAt []int // user[i] is http[userAt[i]]
 	for i, r := range http {
@@ -162,33 +159,47 @@ func patchVirtualService(obj *unstructured.Unstructured, routeNames []string, b 
 	if err != nil {
 		return vsPatch{}, fmt.Errorf("%s: %w", where, err)
 	}
-	var names []string
-	for _, r := range added {
-		n := routeName(r)
-		switch {
-		case n == "":
-			return vsPatch{}, fmt.Errorf("%s: rollout %s: a header or mirror route has no name", where, want.rollout)
-		case slices.Contains(names, n):
-			return vsPatch{}, fmt.Errorf("%s: rollout %s: two of its routes are named %q", where, want.rollout, n)
-		case slices.ContainsFunc(user, func(u any) bool { return routeName(u) == n }):
-			return vsPatch{}, fmt.Errorf("%s: http route %q is the user's, not sluice's: give the step's route another name", where, n)
-		}
-		names = append(names, n)
+	names, err := addedNames(added, user, want.rollout)
+	if err != nil {
+		return vsPatch{}, fmt.Errorf("%s: %w", where, err)
 	}
 	out := slices.Concat(user[:managed[0]], added, user[managed[0]:])
 	if err := unstructured.SetNestedSlice(obj.Object, out, "spec", "http"); err != nil {
 		return vsPatch{}, fmt.Errorf("%s: %w", where, err)
 	}
-	newOurs := map[string]bool{}
-	for _, n := range names {
-		newOurs[n] = true
-	}
 	isManaged := map[int]bool{}
 	for _, m := range managed {
 		isManaged[m+len(added)] = true // all of them sit after the insertion point
 	}
-	written := projectVS(out, newOurs, isManaged)
+	written := projectVS(out, setOf(names), isManaged)
 	return vsPatch{found: found, written: written, entry: ledgerEntry{Routes: names, Sum: checksum(written)}}, nil
+}
+
+// addedNames returns the names of sluice's routes, which must be set,
+// distinct, and not the name of one of the user's routes.
+func addedNames(added, user []any, key api.Key) ([]string, error) {
+	var names []string
+	for _, r := range added {
+		n := routeName(r)
+		switch {
+		case n == "":
+			return nil, fmt.Errorf("rollout %s: a header or mirror route has no name", key)
+		case slices.Contains(names, n):
+			return nil, fmt.Errorf("rollout %s: two of its routes are named %q", key, n)
+		case slices.ContainsFunc(user, func(u any) bool { return routeName(u) == n }):
+			return nil, fmt.Errorf("http route %q is the user's, not sluice's: give the step's route another name", n)
+		}
+		names = append(names, n)
+	}
+	return names, nil
+}
+
+func setOf(names []string) map[string]bool {
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return set
 }
 
 func routeName(r any) string {
