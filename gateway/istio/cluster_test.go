@@ -51,7 +51,7 @@ var crdOnce struct {
 	err error
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t testing.TB) *rig {
 	t.Helper()
 	c := kubetest.Shared(t)
 	dyn, err := dynamic.NewForConfig(c.Config)
@@ -134,7 +134,7 @@ func waitEstablished(ctx context.Context, dyn dynamic.Interface, name string) er
 
 // create creates the object in testdata/fixtures/<file> in the rig's
 // namespace, as a user's GitOps tool would.
-func (r *rig) create(t *testing.T, file string) *unstructured.Unstructured {
+func (r *rig) create(t testing.TB, file string) *unstructured.Unstructured {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", "fixtures", file))
 	if err != nil {
@@ -156,7 +156,7 @@ func (r *rig) create(t *testing.T, file string) *unstructured.Unstructured {
 	return out
 }
 
-func (r *rig) get(t *testing.T, res schema.GroupVersionResource, name string) *unstructured.Unstructured {
+func (r *rig) get(t testing.TB, res schema.GroupVersionResource, name string) *unstructured.Unstructured {
 	t.Helper()
 	u, err := r.dyn.Resource(res).Namespace(r.ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
@@ -167,7 +167,7 @@ func (r *rig) get(t *testing.T, res schema.GroupVersionResource, name string) *u
 
 // rawJSON is the object exactly as the API server serves it, to compare
 // fields byte for byte.
-func (r *rig) rawJSON(t *testing.T, res schema.GroupVersionResource, name string) []byte {
+func (r *rig) rawJSON(t testing.TB, res schema.GroupVersionResource, name string) []byte {
 	t.Helper()
 	b, err := r.raw.Get().AbsPath("/apis", res.Group, res.Version, "namespaces", r.ns, res.Resource, name).DoRaw(context.Background())
 	if err != nil {
@@ -178,7 +178,7 @@ func (r *rig) rawJSON(t *testing.T, res schema.GroupVersionResource, name string
 
 // edit changes an object as someone else (a person with kubectl, a GitOps
 // sync) would, with its own field manager.
-func (r *rig) edit(t *testing.T, res schema.GroupVersionResource, name string, change func(u *unstructured.Unstructured)) {
+func (r *rig) edit(t testing.TB, res schema.GroupVersionResource, name string, change func(u *unstructured.Unstructured)) {
 	t.Helper()
 	u := r.get(t, res, name)
 	change(u)
@@ -189,7 +189,7 @@ func (r *rig) edit(t *testing.T, res schema.GroupVersionResource, name string, c
 
 // setStatus writes an object's status the way istiod's status reporting
 // does (no istiod runs in these tests).
-func (r *rig) setStatus(t *testing.T, res schema.GroupVersionResource, name string, status map[string]any) {
+func (r *rig) setStatus(t testing.TB, res schema.GroupVersionResource, name string, status map[string]any) {
 	t.Helper()
 	u := r.get(t, res, name)
 	u.Object["status"] = status
@@ -198,7 +198,7 @@ func (r *rig) setStatus(t *testing.T, res schema.GroupVersionResource, name stri
 	}
 }
 
-func (r *rig) router(t *testing.T, opts RouterOptions) *Router {
+func (r *rig) router(t testing.TB, opts RouterOptions) *Router {
 	t.Helper()
 	if opts.Client == nil {
 		opts.Client = r.dyn
@@ -216,7 +216,7 @@ func (r *rig) router(t *testing.T, opts RouterOptions) *Router {
 // goldenYAML is what the goldens hold of objects: kind, name,
 // annotations and spec (the rest is the API server's bookkeeping), with
 // the test's namespace written as <ns>.
-func (r *rig) goldenYAML(t *testing.T, objs ...*unstructured.Unstructured) []byte {
+func (r *rig) goldenYAML(t testing.TB, objs ...*unstructured.Unstructured) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	for i, u := range objs {
@@ -292,7 +292,7 @@ var (
 )
 
 // jsonPath reads one value of a raw JSON document, keeping its bytes.
-func jsonPath(t *testing.T, doc []byte, path ...any) json.RawMessage {
+func jsonPath(t testing.TB, doc []byte, path ...any) json.RawMessage {
 	t.Helper()
 	cur := json.RawMessage(doc)
 	for _, p := range path {
