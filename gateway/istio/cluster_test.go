@@ -4,18 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/gateway/istio/istiotest"
 	"github.com/sluice-dev/sluice/internal/kubetest"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -58,78 +55,15 @@ func newRig(t testing.TB) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crdOnce.Do(func() { crdOnce.err = installIstioCRDs(dyn) })
+	crdOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		crdOnce.err = istiotest.InstallCRDs(ctx, dyn)
+	})
 	if crdOnce.err != nil {
 		t.Fatalf("install Istio CRDs: %v", crdOnce.err)
 	}
 	return &rig{ns: c.Namespace(t), config: c.Config, dyn: dyn, raw: c.Client.Discovery().RESTClient()}
-}
-
-// istioCRDFile is Istio's CRDs in the module cache.
-func istioCRDFile() (string, error) {
-	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMODCACHE: %w", err)
-	}
-	return filepath.Join(strings.TrimSpace(string(out)), "istio.io", "api@v1.32.0", "kubernetes", "customresourcedefinitions.gen.yaml"), nil
-}
-
-var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
-// installIstioCRDs creates the VirtualService and DestinationRule CRDs as
-// Istio ships them and waits until they are Established.
-func installIstioCRDs(dyn dynamic.Interface) error {
-	file, err := istioCRDFile()
-	if err != nil {
-		return err
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return err
-	}
-	want := map[string]bool{"virtualservices.networking.istio.io": true, "destinationrules.networking.istio.io": true}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, doc := range bytes.Split(b, []byte("\n---\n")) {
-		var obj map[string]any
-		if err := yaml.Unmarshal(doc, &obj); err != nil {
-			return fmt.Errorf("%s: %w", file, err)
-		}
-		u := &unstructured.Unstructured{Object: obj}
-		if !want[u.GetName()] {
-			continue
-		}
-		delete(want, u.GetName())
-		if _, err := dyn.Resource(crdResource).Create(ctx, u, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create %s: %w", u.GetName(), err)
-		}
-		if err := waitEstablished(ctx, dyn, u.GetName()); err != nil {
-			return err
-		}
-	}
-	if len(want) > 0 {
-		return fmt.Errorf("%s lacks %v", file, want)
-	}
-	return nil
-}
-
-func waitEstablished(ctx context.Context, dyn dynamic.Interface, name string) error {
-	for {
-		got, err := dyn.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
-		if err == nil {
-			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-			for _, c := range conds {
-				if m, _ := c.(map[string]any); m["type"] == "Established" && m["status"] == "True" {
-					return nil
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("crd %s not Established: %w", name, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 // create creates the object in testdata/fixtures/<file> in the rig's
@@ -191,10 +125,8 @@ func (r *rig) edit(t testing.TB, res schema.GroupVersionResource, name string, c
 // does (no istiod runs in these tests).
 func (r *rig) setStatus(t testing.TB, res schema.GroupVersionResource, name string, status map[string]any) {
 	t.Helper()
-	u := r.get(t, res, name)
-	u.Object["status"] = status
-	if _, err := r.dyn.Resource(res).Namespace(r.ns).UpdateStatus(context.Background(), u, metav1.UpdateOptions{FieldManager: "pilot-discovery"}); err != nil {
-		t.Fatalf("update status of %s %s: %v", res.Resource, name, err)
+	if err := istiotest.SetStatus(context.Background(), r.dyn, res, r.ns, name, status); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/gateway"
+	"github.com/sluice-dev/sluice/gateway/istio/istiotest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -285,11 +285,7 @@ func TestVerify(t *testing.T) {
 		}
 		return tok, r.get(t, VirtualServices, "checkout-edge").GetGeneration()
 	}
-	reconciled := func(gen any) map[string]any {
-		return map[string]any{"observedGeneration": gen, "conditions": []any{
-			map[string]any{"type": "Reconciled", "status": "True", "message": "all proxies up to date"},
-		}}
-	}
+	reconciled := istiotest.Reconciled
 	key := api.Key{Namespace: r.ns, Name: "checkout"}
 
 	t.Run("no status: observed, unverified", func(t *testing.T) {
@@ -309,8 +305,7 @@ func TestVerify(t *testing.T) {
 		if v, err := rt.Verify(short, key, tok); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Verify with istiod behind = %+v, %v; want it still waiting", v, err)
 		}
-		// istiod writes int64s the protobuf JSON way, as strings.
-		r.setStatus(t, VirtualServices, "checkout-edge", reconciled(strconv.FormatInt(gen, 10)))
+		r.setStatus(t, VirtualServices, "checkout-edge", reconciled(gen))
 		v, err := rt.Verify(ctx, key, tok)
 		if err != nil || !v.Verified {
 			t.Fatalf("Verify after istiod reconciled generation %d = %+v, %v; want verified", gen, v, err)
