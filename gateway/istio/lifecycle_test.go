@@ -337,3 +337,56 @@ func TestVerify(t *testing.T) {
 		}
 	})
 }
+
+// TestSharedVirtualService: two rollouts manage one route each in the same
+// VirtualService; each one's routes and ledger entry are its own, and
+// releasing one leaves the other's in place.
+func TestSharedVirtualService(t *testing.T) {
+	r := newRig(t)
+	r.create(t, "virtualservice-shared.yaml")
+	rt := r.router(t, RouterOptions{})
+	ctx := context.Background()
+	routing := func(app string) *api.ClusterRouting {
+		return &api.ClusterRouting{StableService: app + "-stable", CanaryService: app + "-canary",
+			Istio: &api.IstioRouting{VirtualServices: []api.IstioVirtualService{{Name: "shop", Routes: []string{app}}}}}
+	}
+	traffic := func(app string, w int32) api.Traffic {
+		tr := canaryTraffic(r.ns, routing(app), w, func(t *api.Traffic) {
+			t.HeaderRoutes = []api.HeaderRoute{{Name: app + "-testers", Match: testersRoute.Match}}
+		})
+		tr.Rollout.Name = app
+		return tr
+	}
+	for _, tr := range []api.Traffic{traffic("cart", 20), traffic("checkout", 40)} {
+		if _, err := rt.Apply(ctx, tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vs := r.get(t, VirtualServices, "shop")
+	if names := strings.Join(httpRouteNames(vs), ","); names != "cart-testers,cart,checkout-testers,checkout" {
+		t.Fatalf("http routes %s, want each rollout's header route ahead of its own route", names)
+	}
+	if w := weightsOf(t, vs, "cart"); w[1] != 20 {
+		t.Errorf("cart weights %v, want canary 20", w)
+	}
+	if w := weightsOf(t, vs, "checkout"); w[1] != 40 {
+		t.Errorf("checkout weights %v, want canary 40", w)
+	}
+	if err := rt.Release(ctx, traffic("cart", 0).Rollout, routing("cart")); err != nil {
+		t.Fatal(err)
+	}
+	vs = r.get(t, VirtualServices, "shop")
+	if names := strings.Join(httpRouteNames(vs), ","); names != "cart,checkout-testers,checkout" {
+		t.Errorf("http routes after releasing cart: %s, want checkout's header route kept", names)
+	}
+	led, err := readLedger(vs)
+	if err != nil || len(led) != 1 || len(led[r.ns+"/checkout"].Routes) != 1 {
+		t.Errorf("ledger after releasing cart: %v, %v; want checkout's entry only", led, err)
+	}
+	// checkout's next step still finds its own route and no drift.
+	var drifts []Drift
+	rt2 := r.router(t, RouterOptions{OnDrift: func(d Drift) { drifts = append(drifts, d) }})
+	if _, err := rt2.Apply(ctx, traffic("checkout", 60)); err != nil || len(drifts) != 0 {
+		t.Errorf("checkout's next step = %v, drifts %v; want none", err, drifts)
+	}
+}

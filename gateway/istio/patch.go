@@ -399,7 +399,8 @@ func projectVS(http []any, ours map[string]bool, managed map[int]bool) []string 
 				rd, _ := d.(map[string]any)
 				dest, _ := json.Marshal(rd["destination"])
 				cookie, _, _ := unstructured.NestedString(rd, "headers", "response", "add", stickyCookieHeader)
-				lines = append(lines, fmt.Sprintf("route %q[%d]: %s weight %v cookie %q", routeName(r), i, dest, rd["weight"], cookie))
+				// No index: other rollouts' routes move this one around.
+				lines = append(lines, fmt.Sprintf("route %q: %s weight %v cookie %q", routeName(r), dest, rd["weight"], cookie))
 			}
 		}
 	}
