@@ -1,9 +1,20 @@
-// Package istio renders a rollout's traffic (api.Traffic) as Istio
-// networking/v1 VirtualService and DestinationRule objects, for teams that
-// already run istiod and want sluice to write routes instead of serving
-// xDS itself. The routing is the same as the xDS gateway's: header routes
-// in step order, the sticky-canary cookie route, mirror routes, then the
-// weighted default; cookie matches compile to the same cookie-pair regex.
+// Package istio carries a rollout's traffic (api.Traffic) through Istio.
+//
+// Router (router.go) is the cluster router of issue 14: it patches the
+// user's own VirtualServices and DestinationRule, named by the rollout's
+// trafficRouting.istio, in place: the weights of the managed http routes,
+// sluice's header, cookie, sticky and mirror routes just ahead of them,
+// and the subsets' rollouts-pod-template-hash labels. Everything else in
+// those objects stays byte for byte as the user wrote it. It verifies a
+// write as far as Istio lets it (the generation, and istiod's status when
+// status reporting is on), finds someone else's edits of the managed
+// fields (drift) and undoes them, and restores the objects on Release.
+//
+// Objects and Render (render.go) build sluice-owned VirtualService and
+// DestinationRule objects from the same traffic instead; the Router
+// reuses their match translation, so cookie matches compile to the same
+// cookie-pair regex as the xDS gateway's.
+//
 // It lives apart from package gateway so that the xDS server does not pull
-// in Kubernetes types.
+// in Kubernetes types, and it imports no controller package (DESIGN §2).
 package istio

@@ -66,13 +66,9 @@ func Objects(t api.Traffic, opts Options) (*netv1.VirtualService, *netv1.Destina
 		if len(hr.Match) == 0 {
 			continue
 		}
-		m := &netv1alpha3.HTTPMatchRequest{Headers: map[string]*netv1alpha3.StringMatch{}}
-		for _, h := range hr.Match {
-			name, sm, err := headerMatch(h)
-			if err != nil {
-				return nil, nil, fmt.Errorf("rollout %s: header route %q: %w", t.Rollout, hr.Name, err)
-			}
-			m.Headers[name] = sm
+		m, err := headerRouteMatch(hr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("rollout %s: header route %q: %w", t.Rollout, hr.Name, err)
 		}
 		vs.Spec.Http = append(vs.Spec.Http, &netv1alpha3.HTTPRoute{Name: "header-" + hr.Name, Match: []*netv1alpha3.HTTPMatchRequest{m}, Route: canary()})
 	}
@@ -146,6 +142,19 @@ func weighted(t api.Traffic, sticky bool) []*netv1alpha3.HTTPRouteDestination {
 		{Destination: &netv1alpha3.Destination{Host: t.Host, Subset: SubsetStable}, Weight: t.Weights.Stable},
 		c,
 	}
+}
+
+// headerRouteMatch is one header route's match: all of its headers.
+func headerRouteMatch(hr api.HeaderRoute) (*netv1alpha3.HTTPMatchRequest, error) {
+	m := &netv1alpha3.HTTPMatchRequest{Headers: map[string]*netv1alpha3.StringMatch{}}
+	for _, h := range hr.Match {
+		name, sm, err := headerMatch(h)
+		if err != nil {
+			return nil, err
+		}
+		m.Headers[name] = sm
+	}
+	return m, nil
 }
 
 func headerMatch(h api.HeaderMatch) (string, *netv1alpha3.StringMatch, error) {

@@ -1,0 +1,196 @@
+package istio
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/gateway"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// Verification is Verify's answer when the write was taken.
+type Verification struct {
+	// Verified is true when istiod reported every object reconciled at
+	// the written generation or later.
+	Verified bool
+	// Message says why not, when not.
+	Message string
+}
+
+// UnverifiedMessage is Verify's message when Istio reports no status.
+const UnverifiedMessage = "weight unverified: Istio reports no status (enable istiod's status reporting, PILOT_ENABLE_STATUS)"
+
+// tokenObject is one object Apply wrote and the generation it wrote.
+type tokenObject struct {
+	Resource   string `json:"resource"`
+	Namespace  string `json:"namespace"`
+	Name       string `json:"name"`
+	Generation int64  `json:"generation"`
+}
+
+// token is what Apply hands to Verify: every object and its generation.
+type token []tokenObject
+
+func (t token) String() string {
+	if len(t) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(t)
+	return string(b)
+}
+
+func parseToken(s string) (token, error) {
+	var t token
+	if s == "" {
+		return nil, nil
+	}
+	if err := json.Unmarshal([]byte(s), &t); err != nil {
+		return nil, fmt.Errorf("istio token %q: %w", s, err)
+	}
+	return t, nil
+}
+
+// verdict is one object's state with respect to a write.
+type verdict int
+
+const (
+	pending    verdict = iota // not observed yet, or istiod not done
+	noStatus                  // observed; Istio writes no status
+	reconciled                // istiod reported it reconciled
+)
+
+// Verify waits until every object in tok is observed at the generation
+// Apply wrote. Istio writes no status by default: then the answer is
+// Verified false with UnverifiedMessage once a re-read shows the write.
+// With istiod's status reporting on (status.observedGeneration and the
+// Reconciled condition), it waits for observedGeneration at or past the
+// write and Reconciled True (Verified true). A validation message of
+// level ERROR at that generation is a rejection: the error wraps
+// gateway.ErrNack. Otherwise it waits until ctx ends.
+func (r *Router) Verify(ctx context.Context, key api.Key, tok string) (Verification, error) {
+	objs, err := parseToken(tok)
+	if err != nil || len(objs) == 0 {
+		return Verification{Verified: true}, err
+	}
+	verdicts := make([]verdict, len(objs))
+	err = wait.PollUntilContextCancel(ctx, r.poll, true, func(ctx context.Context) (bool, error) {
+		done := true
+		for i, o := range objs {
+			if verdicts[i] != pending {
+				continue
+			}
+			v, err := r.check(ctx, key, o)
+			if err != nil {
+				return false, err
+			}
+			verdicts[i] = v
+			done = done && v != pending
+		}
+		return done, nil
+	})
+	if err != nil {
+		return Verification{}, err
+	}
+	for _, v := range verdicts {
+		if v == noStatus {
+			return Verification{Message: UnverifiedMessage}, nil
+		}
+	}
+	return Verification{Verified: true}, nil
+}
+
+// check reads one object once.
+func (r *Router) check(ctx context.Context, key api.Key, o tokenObject) (verdict, error) {
+	res := schema.GroupVersionResource{Group: VirtualServices.Group, Version: VirtualServices.Version, Resource: o.Resource}
+	obj, err := r.client.Resource(res).Namespace(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+	if err != nil {
+		// A read that fails (the API server restarting) is tried again
+		// at the next poll; a deleted object never verifies.
+		if ignoreNotFound(err) == nil {
+			return pending, fmt.Errorf("rollout %s: %s %s/%s was deleted: %w", key, o.Resource, o.Namespace, o.Name, err)
+		}
+		r.log.Debug("istio: verify read failed", "rollout", key, "object", o.Name, "err", err)
+		return pending, nil
+	}
+	if obj.GetGeneration() < o.Generation {
+		return pending, nil
+	}
+	st, ok, _ := unstructured.NestedMap(obj.Object, "status")
+	if !ok || len(st) == 0 {
+		return noStatus, nil
+	}
+	observed, hasObserved := generationOf(st["observedGeneration"])
+	if _, hasConditions := st["conditions"]; !hasObserved && !hasConditions {
+		return noStatus, nil // a status of someone else's, not istiod's reporting
+	}
+	if !hasObserved || observed < o.Generation {
+		return pending, nil
+	}
+	if msg := validationErrors(st); msg != "" {
+		return pending, fmt.Errorf("rollout %s: istiod rejected %s %s/%s at generation %d: %s: %w", key, o.Resource, o.Namespace, o.Name, observed, msg, gateway.ErrNack)
+	}
+	if reconciledAt(st, o.Generation) {
+		return reconciled, nil
+	}
+	return pending, nil
+}
+
+// generationOf reads an observedGeneration, which Istio's CRDs declare
+// int-or-string (istiod writes int64s the protobuf JSON way, as strings).
+func generationOf(v any) (int64, bool) {
+	switch g := v.(type) {
+	case int64:
+		return g, true
+	case float64:
+		return int64(g), true
+	case string:
+		n, err := strconv.ParseInt(g, 10, 64)
+		return n, err == nil
+	}
+	return 0, false
+}
+
+// reconciledAt reports a Reconciled condition with status True that is not
+// older than gen (conditions may carry their own observedGeneration).
+func reconciledAt(st map[string]any, gen int64) bool {
+	conds, _ := st["conditions"].([]any)
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] != "Reconciled" || m["status"] != "True" {
+			continue
+		}
+		if g, ok := generationOf(m["observedGeneration"]); ok && g < gen {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+// validationErrors joins the ERROR-level validation messages of Istio's
+// analysis ("IST0101 ReferencedResourceNotFound (url)").
+func validationErrors(st map[string]any) string {
+	msgs, _ := st["validationMessages"].([]any)
+	var out []string
+	for _, v := range msgs {
+		m, _ := v.(map[string]any)
+		if m["level"] != "ERROR" {
+			continue
+		}
+		code, _, _ := unstructured.NestedString(m, "type", "code")
+		name, _, _ := unstructured.NestedString(m, "type", "name")
+		s := strings.TrimSpace(code + " " + name)
+		if url, _ := m["documentationUrl"].(string); url != "" {
+			s += " (" + url + ")"
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, "; ")
+}
