@@ -104,9 +104,11 @@ func queuedMessage(s State) string {
 type QueueStatus struct {
 	Version string `json:"version"`
 	Commit  string `json:"commit"`
-	// Ahead counts the canaries queued before this one that may take the
-	// slot it needs; Position is Ahead+1. Only the runner knows them:
-	// State.Status leaves them 0 and WithQueuePosition sets them.
+	// Ahead counts the canaries that must finish before this one can
+	// start (the queued ones before it, plus one while the limit is
+	// full); Position is its place in the queue, from 1. Only the runner
+	// knows them: State.Status leaves them 0 and WithQueuePosition sets
+	// them.
 	Ahead    int `json:"ahead"`
 	Position int `json:"position"`
 	// Ticket is the place in commit order (lower goes first).
@@ -114,14 +116,15 @@ type QueueStatus struct {
 }
 
 // WithQueuePosition returns st with the queue position of a queued rollout
-// in Queued and in its message ("Queued (k ahead): ..."); st unchanged
-// when it is not queued.
-func (st Status) WithQueuePosition(ahead int) Status {
+// in Queued and in its message ("Queued (k ahead): ..."): ahead canaries
+// must finish before it starts, position is its place in the queue (from
+// 1). st is unchanged when it is not queued.
+func (st Status) WithQueuePosition(ahead, position int) Status {
 	if st.Queued == nil {
 		return st
 	}
 	q := *st.Queued
-	q.Ahead, q.Position = ahead, ahead+1
+	q.Ahead, q.Position = ahead, position
 	st.Queued = &q
 	st.Message = strings.Replace(st.Message, queuedMarker, fmt.Sprintf("Queued (%d ahead): ", ahead), 1)
 	return st

@@ -145,10 +145,17 @@ func slotsMoved(old, next rollout.State) bool {
 	return old.HoldsSlot() != next.HoldsSlot() || (old.Queued == nil) != (next.Queued == nil)
 }
 
-// queueAhead says, for every queued rollout, how many queued before it
-// compete for the slot it needs: all of them under the global limit, those
-// of its namespace under the per-namespace limit alone. r.mu is held.
-func (r *Runner) queueAhead() map[api.Key]int {
+// place is a queued rollout's place: how many canaries must finish before
+// it starts, and its position in the queue (from 1).
+type place struct{ ahead, position int }
+
+// queueAhead says, for every queued rollout, how many canaries must finish
+// before it can start: the queued ones before it that compete for the same
+// slots, plus the running ones over the limit (one when it is exactly
+// full). With limit 1, one canary running and nobody else queued, that is
+// 1: "Queued (1 ahead)". Under both limits the larger count is given. r.mu
+// is held.
+func (r *Runner) queueAhead() map[api.Key]place {
 	if r.adm.queued == 0 {
 		return nil
 	}
@@ -156,21 +163,33 @@ func (r *Runner) queueAhead() map[api.Key]int {
 	if len(queued) == 0 {
 		return nil
 	}
-	ahead := make(map[api.Key]int, len(queued))
-	perNamespace := map[string]int{}
+	l := r.adm.limits
+	total, perNamespace := r.slotCounts()
+	over := func(used, limit int) int { return max(used-limit+1, 0) }
+	ahead := make(map[api.Key]place, len(queued))
+	queuedIn := map[string]int{}
 	for i, e := range queued {
-		if r.adm.limits.MaxConcurrent > 0 {
-			ahead[e.key] = i
-		} else {
-			ahead[e.key] = perNamespace[e.key.Namespace]
+		ns := e.key.Namespace
+		k := 0
+		if l.MaxConcurrent > 0 {
+			k = i + over(total, l.MaxConcurrent)
 		}
-		perNamespace[e.key.Namespace]++
+		if l.MaxConcurrentPerNamespace > 0 {
+			k = max(k, queuedIn[ns]+over(perNamespace[ns], l.MaxConcurrentPerNamespace))
+		}
+		queuedIn[ns]++
+		position := i + 1
+		if l.MaxConcurrent == 0 {
+			position = queuedIn[ns] // the namespace's own queue
+		}
+		ahead[e.key] = place{ahead: k, position: position}
 	}
 	return ahead
 }
 
 // statusOf is a rollout's status with its queue position (from
 // queueAhead, which only a queued state needs); r.mu is held.
-func statusOf(s rollout.State, ahead map[api.Key]int) rollout.Status {
-	return s.Status().WithQueuePosition(ahead[s.Key])
+func statusOf(s rollout.State, places map[api.Key]place) rollout.Status {
+	p := places[s.Key]
+	return s.Status().WithQueuePosition(p.ahead, p.position)
 }

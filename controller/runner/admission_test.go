@@ -38,15 +38,16 @@ func canaryAt(e *env, k api.Key) {
 	})
 }
 
-// checkQueued checks that key waits with ahead rollouts before it, says so
-// in its status, and that its traffic never left stable.
-func checkQueued(e *env, k api.Key, ahead int) {
+// checkQueued checks that key waits at position with ahead canaries to
+// finish before it, says so in its status, and that its traffic never left
+// stable.
+func checkQueued(e *env, k api.Key, ahead, position int) {
 	e.t.Helper()
 	e.waitState(k, k.String()+" queued", func(s rollout.State) bool { return s.Queued != nil })
 	st, _ := e.runner.Status(k)
 	want := fmt.Sprintf("Queued (%d ahead): ", ahead)
-	if st.Queued == nil || st.Queued.Ahead != ahead || st.Queued.Position != ahead+1 || !strings.HasPrefix(st.Message, want) {
-		e.t.Fatalf("%s: status queued %+v, message %q; want %d ahead", k, st.Queued, st.Message, ahead)
+	if st.Queued == nil || st.Queued.Ahead != ahead || st.Queued.Position != position || !strings.HasPrefix(st.Message, want) {
+		e.t.Fatalf("%s: status queued %+v, message %q; want %d ahead at position %d", k, st.Queued, st.Message, ahead, position)
 	}
 	if st.Phase != rollout.PhaseProgressing || st.CanaryVersion != "" || st.Weights != api.CanaryWeights(0) {
 		e.t.Fatalf("%s queued: phase %s canary %q weights %+v", k, st.Phase, st.CanaryVersion, st.Weights)
@@ -71,9 +72,9 @@ func TestCanaryQueue(t *testing.T) {
 	startStable(e1, a, b, c, d)
 	push(e1, "2222222", c, d, a, b) // the order is the commit's, not the keys'
 	canaryAt(e1, c)
-	checkQueued(e1, d, 0)
-	checkQueued(e1, a, 1)
-	checkQueued(e1, b, 2)
+	checkQueued(e1, d, 1, 1) // c has to finish first
+	checkQueued(e1, a, 2, 2)
+	checkQueued(e1, b, 3, 3)
 	e1.drain()
 	e1.close()
 
@@ -83,12 +84,12 @@ func TestCanaryQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	canaryAt(e2, c)
-	checkQueued(e2, d, 0)
-	checkQueued(e2, a, 1)
-	checkQueued(e2, b, 2)
+	checkQueued(e2, d, 1, 1)
+	checkQueued(e2, a, 2, 2)
+	checkQueued(e2, b, 3, 3)
 	// A newer commit with a new version of a keeps a's place.
 	e2.do(a, rollout.Change{Commit: "3333333", Class: rollout.ClassNewVersion, Rollout: spec(a, "v3", queueSteps()...)})
-	checkQueued(e2, a, 1)
+	checkQueued(e2, a, 2, 2)
 
 	steps := []struct {
 		name   string
@@ -139,7 +140,7 @@ func TestCanaryQueuePerNamespace(t *testing.T) {
 	push(e, "2222222", a1, a2, b1)
 	canaryAt(e, a1)
 	canaryAt(e, b1)
-	checkQueued(e, a2, 0)
+	checkQueued(e, a2, 1, 1)
 	if _, err := e.runner.Command(context.Background(), a1, rollout.CmdAbort); err != nil {
 		t.Fatal(err)
 	}

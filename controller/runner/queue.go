@@ -226,7 +226,7 @@ func (r *Runner) process(e *entry, j job) (res result) {
 	if granted || slotsMoved(old, next) {
 		r.admit()
 	}
-	var ahead map[api.Key]int
+	var ahead map[api.Key]place
 	if next.Queued != nil {
 		ahead = r.queueAhead()
 	}
