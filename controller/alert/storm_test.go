@@ -124,10 +124,11 @@ receivers:
 		t.Errorf("%d requests to Alertmanager for %d alerts in %.1fs, want fewer than alerts and at most %d", got, n, elapsed, most)
 	}
 	notes, _ := recv.state()
-	// One group; Alertmanager sends it at group_wait, then at most once per
-	// group_interval while alerts keep arriving.
-	if len(notes) > 3 {
-		t.Errorf("%d notifications for one storm, want a few", len(notes))
+	// One group: Alertmanager sends it at group_wait, then at most once per
+	// group_interval while alerts keep arriving (how many depends on how
+	// long the storm takes to arrive), so far fewer than the alerts.
+	if len(notes) >= n/10 {
+		t.Errorf("%d notifications for %d alerts of one commit: not folded", len(notes), n)
 	}
 	for _, note := range notes {
 		if len(note.GroupLabels) != 2 || note.GroupLabels["alertname"] != "rollout-aborted" || note.GroupLabels["commit"] != "c0ffee1" {
