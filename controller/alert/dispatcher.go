@@ -56,8 +56,8 @@ type Options struct {
 // Defaults of the per-sink rate limit and of the longest Retry-After
 // honoured.
 const (
-	DefaultRate          = 5.0
-	DefaultBurst         = 20
+	DefaultRate          = 10.0
+	DefaultBurst         = 50
 	DefaultMaxRetryAfter = 15 * time.Minute
 )
 
