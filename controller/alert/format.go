@@ -75,14 +75,22 @@ type AlertmanagerAlert struct {
 }
 
 // ToAlertmanager maps an alert to Alertmanager's model: labels alertname
-// (the event), rollout, namespace, severity, and id so that two logical
-// alerts never merge while a re-delivery of one does; the reason and the
-// details go into annotations.
+// (the event), rollout, namespace, severity, commit (its 7-character
+// prefix), and id so that two logical alerts never merge while a
+// re-delivery of one does; the reason and the details go into annotations.
+// commit is a label so that an alert storm (one commit aborting a thousand
+// rollouts) folds into one notification with group_by [alertname, commit];
+// it adds no cardinality beyond id's.
 func ToAlertmanager(a Alert) AlertmanagerAlert {
+	commit := a.Commit
+	if len(commit) > ShortCommit {
+		commit = commit[:ShortCommit]
+	}
 	labels := map[string]string{
 		"alertname": string(a.Event),
 		"rollout":   a.Rollout,
 		"severity":  string(a.Severity),
+		"commit":    commit,
 		"id":        a.ID,
 	}
 	// A rollout is "namespace/name"; a file path that cannot be tied to a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -14,6 +15,9 @@ const (
 	reasonTimeout  = "timeout"  // no answer within the sink's timeout; retried
 	reasonError    = "error"    // connection error or retryable answer; retried
 	reasonRejected = "rejected" // a 4xx answer; the alert is dropped
+	// reasonRateLimited is a 429 answer: the sink pauses (its Retry-After,
+	// else the back-off) and the alert is sent again.
+	reasonRateLimited = "rate_limited"
 )
 
 type dispatcherMetrics struct {
@@ -24,7 +28,7 @@ func newDispatcherMetrics(reg *prometheus.Registry) (*dispatcherMetrics, error) 
 	m := &dispatcherMetrics{
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_alert_delivery_failures_total",
-			Help: "Failed alert delivery attempts, by sink (kind and redacted URL) and reason: timeout, error (both retried), rejected (dropped).",
+			Help: "Failed alert delivery attempts, by sink (kind and redacted URL) and reason: timeout, error, rate_limited (all retried), rejected (dropped).",
 		}, []string{"sink", "reason"}),
 	}
 	if reg == nil {
@@ -37,7 +41,10 @@ func newDispatcherMetrics(reg *prometheus.Registry) (*dispatcherMetrics, error) 
 }
 
 func failureReason(err error) string {
+	var se *StatusError
 	switch {
+	case errors.As(err, &se) && se.Code == http.StatusTooManyRequests:
+		return reasonRateLimited
 	case Permanent(err):
 		return reasonRejected
 	case errors.Is(err, context.DeadlineExceeded):

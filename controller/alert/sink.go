@@ -22,6 +22,22 @@ type Sink interface {
 	Send(ctx context.Context, a Alert) error
 }
 
+// BatchSink is an optional Sink extension: a sink whose receiver takes
+// several alerts in one request (Alertmanager's /api/v2/alerts takes a
+// list). In an alert storm one request then carries many alerts, so the
+// per-sink rate limit costs far less time.
+type BatchSink interface {
+	Sink
+	// BatchSize is the most alerts SendBatch takes at once; 1 or less
+	// means the sink does not batch.
+	BatchSize() int
+	// SendBatch delivers all of as or none (the answer is for the request).
+	SendBatch(ctx context.Context, as []Alert) error
+}
+
+// AlertmanagerBatch is how many alerts one POST to Alertmanager carries.
+const AlertmanagerBatch = 100
+
 // Kind selects how a sink formats alerts.
 type Kind string
 
@@ -62,7 +78,7 @@ type HTTPSink struct {
 	timeout time.Duration
 }
 
-var _ Sink = (*HTTPSink)(nil)
+var _ BatchSink = (*HTTPSink)(nil)
 
 // NewSink validates opts and returns the sink.
 func NewSink(opts SinkOptions) (*HTTPSink, error) {
@@ -102,11 +118,19 @@ func (s *HTTPSink) Name() string { return s.name }
 // String is the kind and the redacted URL, e.g. "slack:https://hooks.slack.com/…".
 func (s *HTTPSink) String() string { return s.display }
 
+// BatchSize implements BatchSink: Alertmanager takes AlertmanagerBatch
+// alerts per request; a webhook or Slack one alert.
+func (s *HTTPSink) BatchSize() int {
+	if s.kind == KindAlertmanager {
+		return AlertmanagerBatch
+	}
+	return 1
+}
+
 // Send implements Sink: one POST, success on any 2xx answer. The attempt
-// ends after the sink's timeout; errors never show the URL's secrets.
+// ends after the sink's timeout; errors never show the URL's secrets. A
+// non-2xx answer is a *StatusError carrying the answer's Retry-After.
 func (s *HTTPSink) Send(ctx context.Context, a Alert) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
 	var body any
 	switch s.kind {
 	case KindSlack:
@@ -116,28 +140,61 @@ func (s *HTTPSink) Send(ctx context.Context, a Alert) error {
 	default:
 		body = a
 	}
+	return s.post(ctx, a.ID, body)
+}
+
+// SendBatch implements BatchSink: Alertmanager gets the alerts as one
+// list; other kinds send them one by one.
+func (s *HTTPSink) SendBatch(ctx context.Context, as []Alert) error {
+	if s.kind != KindAlertmanager {
+		for _, a := range as {
+			if err := s.Send(ctx, a); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	body := make([]AlertmanagerAlert, 0, len(as))
+	for _, a := range as {
+		body = append(body, ToAlertmanager(a))
+	}
+	if len(as) == 0 {
+		return nil
+	}
+	id := as[0].ID
+	if len(as) > 1 {
+		id = fmt.Sprintf("%s (+%d)", id, len(as)-1)
+	}
+	return s.post(ctx, id, body)
+}
+
+// post sends one JSON body; id names the alert(s) in errors and in the
+// Idempotency-Key header.
+func (s *HTTPSink) post(ctx context.Context, id string, body any) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
 	data, err := json.Marshal(body)
 	if err != nil {
-		return fmt.Errorf("encode alert %s: %w", a.ID, err)
+		return fmt.Errorf("encode alert %s: %w", id, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.target, bytes.NewReader(data))
 	if err != nil {
-		return fmt.Errorf("post alert %s: %w", a.ID, redactError(err))
+		return fmt.Errorf("post alert %s: %w", id, redactError(err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	// Receivers that deduplicate themselves can use this header.
-	req.Header.Set("Idempotency-Key", a.ID)
+	req.Header.Set("Idempotency-Key", id)
 	resp, err := s.client.Do(req)
 	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("post alert %s: no answer within %s (--alert-timeout): %w", a.ID, s.timeout, redactError(err))
+		return fmt.Errorf("post alert %s: no answer within %s (--alert-timeout): %w", id, s.timeout, redactError(err))
 	}
 	if err != nil {
-		return fmt.Errorf("post alert %s: %w", a.ID, redactError(err))
+		return fmt.Errorf("post alert %s: %w", id, redactError(err))
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	if resp.StatusCode/100 != 2 {
-		return &StatusError{Code: resp.StatusCode, Body: string(bytes.TrimSpace(msg))}
+		return &StatusError{Code: resp.StatusCode, Body: string(bytes.TrimSpace(msg)), RetryAfter: retryAfter(resp.Header, time.Now())}
 	}
 	return nil
 }
@@ -146,6 +203,8 @@ func (s *HTTPSink) Send(ctx context.Context, a Alert) error {
 type StatusError struct {
 	Code int
 	Body string
+	// RetryAfter is the answer's Retry-After (429, 503), 0 without one.
+	RetryAfter time.Duration
 }
 
 func (e *StatusError) Error() string {

@@ -133,7 +133,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 		return err
 	}
 	sinks, d.writeback = append(sinks, wbSinks...), records
-	if d.dispatcher, err = alert.New(alert.Options{Outbox: d.store, Sinks: sinks, Logger: d.log, Registry: reg}); err != nil {
+	if d.dispatcher, err = alert.New(alert.Options{Outbox: d.store, Sinks: sinks, Logger: d.log, Registry: reg, Rate: o.AlertRate, Burst: o.AlertBurst}); err != nil {
 		return fmt.Errorf("alerts: %w", err)
 	}
 	engine, err := analysis.New(analysis.Options{
@@ -163,6 +163,10 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 		Alerter:    d.alerts,
 		Logger:     d.log,
 		AckTimeout: o.AckTimeout,
+		Limits: runner.Limits{
+			MaxConcurrent:             o.MaxConcurrentCanaries,
+			MaxConcurrentPerNamespace: o.MaxConcurrentCanariesPerNamespace,
+		},
 	}); err != nil {
 		return fmt.Errorf("runner: %w", err)
 	}

@@ -72,6 +72,17 @@ type Options struct {
 	AlertmanagerURLFile string
 	// AlertTimeout bounds one delivery attempt to a sink (default 10s).
 	AlertTimeout time.Duration
+	// AlertRate bounds the requests per second to each alert sink, with
+	// bursts of AlertBurst (alert.DefaultRate, alert.DefaultBurst when
+	// zero; a negative rate is unlimited).
+	AlertRate  float64
+	AlertBurst int
+
+	// MaxConcurrentCanaries and MaxConcurrentCanariesPerNamespace bound
+	// the canaries running at once (0: unlimited); a new canary beyond
+	// them waits in a queue, in commit order (runner.Limits).
+	MaxConcurrentCanaries             int
+	MaxConcurrentCanariesPerNamespace int
 
 	// GitWriteback is what sluice writes back to the repository: "none"
 	// (or ""), "status", "revert" or "status,revert" (docs/git-writeback.md).
@@ -189,6 +200,9 @@ func (o *Options) defaults() error {
 	}
 	if o.XDSTLS.ClientCAFile != "" && o.XDSTLS.CertFile == "" {
 		return errors.New("--xds-client-ca needs --xds-tls-cert and --xds-tls-key")
+	}
+	if o.MaxConcurrentCanaries < 0 || o.MaxConcurrentCanariesPerNamespace < 0 {
+		return errors.New("--max-concurrent-canaries and --max-concurrent-canaries-per-namespace must be 0 (unlimited) or more")
 	}
 	if len(o.WatchNamespaces) > 0 && !o.Kubernetes {
 		return errors.New("--watch-namespaces needs --kubernetes")

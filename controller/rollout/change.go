@@ -29,14 +29,25 @@ func (m *machine) change(c Change) {
 		m.first(c.Commit, c.Rollout)
 		return
 	}
+	// A rollout queued or pending keeps its place in the canary queue.
+	ticket := c.Ticket
+	if m.s.Pending != nil {
+		ticket = earlier(ticket, m.s.Pending.Ticket)
+	}
 	if len(c.Risky) > 0 {
-		m.s.Pending = &Pending{Commit: c.Commit, Class: c.Class, Rollout: c.Rollout, Reasons: c.Risky, ResumeStep: c.ResumeStep}
+		// A risky change never takes a slot: it leaves the queue until
+		// approved, and then queues again with the same ticket.
+		if q := m.s.Queued; q != nil {
+			ticket = earlier(ticket, q.Ticket)
+			m.s.Queued = nil
+		}
+		m.s.Pending = &Pending{Commit: c.Commit, Class: c.Class, Rollout: c.Rollout, Reasons: c.Risky, ResumeStep: c.ResumeStep, Ticket: ticket}
 		m.alert(AlertRolloutPaused, c.Commit, "waiting for approval: "+strings.Join(c.Risky, "; "), "approval")
 		return
 	}
 	// A newer change that needs no approval supersedes a pending one.
 	m.s.Pending = nil
-	m.apply(c.Commit, c.Rollout, c.ResumeStep)
+	m.apply(c.Commit, c.Rollout, c.ResumeStep, ticket)
 }
 
 // first makes the first version ever seen stable at 100 %.
@@ -68,7 +79,11 @@ func (m *machine) first(commit string, r *api.Rollout) {
 // In Kubernetes mode a version is its image and its pod-template hash: the
 // same image with another template is a new canary, as in Argo Rollouts.
 // A new version while the first one still waits for its pods replaces it.
-func (m *machine) apply(commit string, r *api.Rollout, resume *int32) {
+// A new canary that needs a slot it does not have queues (queue.go); any
+// other outcome drops a queued canary, which this change supersedes.
+func (m *machine) apply(commit string, r *api.Rollout, resume *int32, ticket uint64) {
+	queued := m.s.Queued
+	m.s.Queued = nil
 	current, currentHash := m.s.StableVersion, m.s.StableHash
 	if m.s.CanaryVersion != "" {
 		current, currentHash = m.s.CanaryVersion, m.s.CanaryHash
@@ -81,6 +96,8 @@ func (m *machine) apply(commit string, r *api.Rollout, resume *int32) {
 		m.rollback(commit, r)
 	case m.s.Wait != nil && m.s.Wait.Kind == WaitFirst:
 		m.first(commit, r)
+	case m.needsSlot(ticket):
+		m.queue(commit, r, ticket, queued)
 	default:
 		m.newCanary(commit, r)
 	}
@@ -228,6 +245,7 @@ func (m *machine) remove(commit string) {
 	}
 	m.stopAll()
 	m.s.Pending = nil
+	m.s.Queued = nil
 	m.s.Removed = true
 	if commit == "" {
 		commit = m.s.Commit

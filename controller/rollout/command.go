@@ -29,6 +29,10 @@ func (s State) Allows(cmd CommandKind) error {
 			return refuse(s.noCanary())
 		}
 	case CmdRetry:
+		if s.Queued != nil {
+			// The queued version replaces the aborted one when it starts.
+			return refuse("a new version waits for a canary slot")
+		}
 		if !s.Aborted && (s.Hold == nil || s.Hold.Kind != HoldInconclusive && s.Hold.Kind != HoldProgressDeadline) {
 			return refuse("nothing to retry: not aborted, no inconclusive analysis and no progress deadline")
 		}
@@ -87,7 +91,7 @@ func (m *machine) command(c Command) {
 	case CmdApprove:
 		p := m.s.Pending
 		m.s.Pending = nil
-		m.apply(p.Commit, p.Rollout, p.ResumeStep)
+		m.apply(p.Commit, p.Rollout, p.ResumeStep, p.Ticket)
 		m.advance()
 	case CmdPause:
 		m.s.UserPaused = true

@@ -34,6 +34,10 @@ type Change struct {
 	Rollout    *api.Rollout `json:"rollout,omitempty"`
 	Risky      []string     `json:"risky,omitempty"`
 	ResumeStep *int32       `json:"resumeStep,omitempty"`
+	// Ticket is the change's place in commit order when a limit on
+	// concurrent canaries is in force: a new canary that finds no slot
+	// waits in State.Queued (queue.go). 0: no limit, it starts at once.
+	Ticket uint64 `json:"ticket,omitempty"`
 }
 
 // Invalid reports that commit Commit holds this rollout's file but it

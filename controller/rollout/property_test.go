@@ -81,7 +81,26 @@ var genCommands = []CommandKind{CmdPromote, CmdPromoteFull, CmdAbort, CmdRetry, 
 
 // genEvent picks an event that is likely to matter in state s; in
 // Kubernetes mode (kube) also the actuator's PodsReady reports.
-func genEvent(src source, s State, n int, kube bool) Event {
+func genEvent(src source, s State, n int, kube, queue bool) Event {
+	if queue {
+		// Under a limit on concurrent canaries (queue.go): changes carry
+		// tickets and slots are granted at random. Kept apart so that the
+		// sequences without a limit stay as they were.
+		switch ev := genEvent(src, s, n, kube, false).(type) {
+		case Change:
+			if ev.Class != ClassRemoved && src.IntN(4) != 0 {
+				ev.Ticket = uint64(n + 1)
+			}
+			return ev
+		case Restart:
+			if src.IntN(2) == 0 {
+				return SlotGranted{}
+			}
+			return ev
+		default:
+			return ev
+		}
+	}
 	switch src.IntN(14) {
 	case 11, 12, 13:
 		if kube {
@@ -206,7 +225,8 @@ func (x *exposure) last(hash string) int32 {
 // clients may route a share w to has desired pods for w (so nothing that
 // still gets traffic is scaled below its share, and a stable shrinks only
 // after the ACK), and a push that raises a hash's share does so only when
-// its Ready pods cover the new share. A new version or a rollback moves a
+// its Ready pods cover the new share. A new version (also one that waited
+// in the canary queue) or a rollback moves a
 // canary's traffic back to stable at once, as Argo does; that rise is
 // exempt. It also checks that one Step emits at most one ScaleWorkloads,
 // naming the state's desired sets.
@@ -224,7 +244,9 @@ func checkPods(x *exposure, next State, ev Event, acts []Action) error {
 			}
 		case SetTraffic:
 			_, isChange := ev.(Change)
-			isChange = isChange || ev == Command{Kind: CmdApprove}
+			// A queued new version starting on SlotGranted is a change too.
+			_, isGrant := ev.(SlotGranted)
+			isChange = isChange || isGrant || ev == Command{Kind: CmdApprove}
 			for _, sh := range trafficShares(a.Traffic) {
 				if sh.Weight <= x.last(sh.Hash) || isChange && sh.Hash == next.StableHash {
 					continue
@@ -277,6 +299,9 @@ func checkTransition(prev, next State, ev Event, acts []Action) error {
 			return fmt.Errorf("abort ended at %+v aborted=%v", next.Weights, next.Aborted)
 		}
 	}
+	if err := checkQueue(prev, next, ev, acts); err != nil {
+		return err
+	}
 	if next.Seq != prev.Seq && next.Seq != prev.Seq+1 {
 		return fmt.Errorf("seq jumped %d -> %d", prev.Seq, next.Seq)
 	}
@@ -314,6 +339,9 @@ func checkTransition(prev, next State, ev Event, acts []Action) error {
 		if ev == (Command{Kind: CmdApprove}) && prev.Pending != nil {
 			incoming = prev.Pending.Rollout.Version
 		}
+		if _, ok := ev.(SlotGranted); ok && prev.Queued != nil {
+			incoming = prev.Queued.Rollout.Version
+		}
 		// Pushing the stable version again rolls back; a new version
 		// without steps promotes at once.
 		rollback := incoming == next.StableVersion && incoming == prev.StableVersion
@@ -338,6 +366,36 @@ func checkTransition(prev, next State, ev Event, acts []Action) error {
 	}
 	if last != nil && !reflect.DeepEqual(last.Traffic, next.Traffic()) {
 		return fmt.Errorf("last SetTraffic %+v differs from state traffic %+v", last.Traffic, next.Traffic())
+	}
+	return nil
+}
+
+// checkQueue checks the canary queue: a queued canary holds no slot and
+// moves no traffic, and under a limit a new canary takes a slot only
+// through SlotGranted.
+func checkQueue(prev, next State, ev Event, acts []Action) error {
+	if next.Queued != nil && (next.HoldsSlot() || next.Pending != nil || next.Removed) {
+		return fmt.Errorf("queued %s while holding a slot=%v, pending=%v, removed=%v", next.Queued.Rollout.Version, next.HoldsSlot(), next.Pending != nil, next.Removed)
+	}
+	if _, ok := ev.(SlotGranted); ok && prev.Queued == nil && next.Seq != prev.Seq {
+		return fmt.Errorf("SlotGranted without a queued canary changed the state")
+	}
+	c, isChange := ev.(Change)
+	if isChange && next.Queued != nil {
+		for _, a := range acts {
+			if _, ok := a.(SetTraffic); ok {
+				return fmt.Errorf("a change that queued pushed traffic")
+			}
+		}
+	}
+	limited := isChange && c.Ticket != 0 ||
+		ev == Command{Kind: CmdApprove} && prev.Pending != nil && prev.Pending.Ticket != 0
+	// A rollout added back after its file was removed takes its own canary
+	// back without queueing (documented in queue.go).
+	readded := prev.Removed && prev.CanaryVersion != "" && !prev.Aborted
+	started := next.HoldsSlot() && !prev.HoldsSlot() && next.CanaryVersion != prev.CanaryVersion && !readded
+	if limited && started {
+		return fmt.Errorf("%T under a limit started canary %s without a slot (prev canary=%s aborted=%v removed=%v wait=%+v stable=%s; next stable=%s)", ev, next.CanaryVersion, prev.CanaryVersion, prev.Aborted, prev.Removed, prev.Wait, prev.StableVersion, next.StableVersion)
 	}
 	return nil
 }
@@ -368,14 +426,16 @@ func roundTrip(s State) error {
 // forward jump without a completed step, and a state that survives JSON.
 func TestProperties(t *testing.T) {
 	const sequences, length = 800, 120
-	for seed := range uint64(sequences) {
+	for seed := range uint64(sequences + sequences/2) {
+		// The last third of the sequences run under a canary limit.
+		queue := seed >= sequences
 		src := rand.New(rand.NewPCG(seed, 42))
 		kube := seed%2 == 1
 		s := State{Key: testKey}
 		x := &exposure{}
 		var trail []string
 		for n := range length {
-			ev := genEvent(src, s, n, kube)
+			ev := genEvent(src, s, n, kube, queue)
 			next, acts := Step(s, ev)
 			trail = append(trail, fmt.Sprintf("%T%+v", ev, ev))
 			err := checkTransition(s, next, ev, acts)
@@ -404,10 +464,11 @@ func FuzzStep(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		src := &byteSource{b: data}
 		kube := src.IntN(2) == 1
+		queue := len(data)%2 == 1 // no byte drawn: the corpus keeps its meaning
 		s := State{Key: testKey}
 		x := &exposure{}
 		for n := 0; !src.done() && n < 500; n++ {
-			ev := genEvent(src, s, n, kube)
+			ev := genEvent(src, s, n, kube, queue)
 			next, acts := Step(s, ev)
 			err := checkTransition(s, next, ev, acts)
 			if err == nil {

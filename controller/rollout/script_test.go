@@ -295,6 +295,13 @@ func (h *harness) run(line string) ([]string, error) {
 		if risky := kv["risky"]; risky != "" {
 			c.Risky = strings.Split(risky, ";")
 		}
+		if t, ok := kv["ticket"]; ok {
+			n, err := strconv.ParseUint(t, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("ticket: %w", err)
+			}
+			c.Ticket = n
+		}
 		if resume, ok := kv["resume"]; ok {
 			n, err := strconv.ParseInt(resume, 10, 32)
 			if err != nil {
@@ -370,6 +377,9 @@ func (h *harness) run(line string) ([]string, error) {
 			out = append(out, "refused: "+err.Error())
 		}
 		ev = c
+	case "slot":
+		// The runner's admission grants the rollout a canary slot.
+		ev = SlotGranted{}
 	case "restart":
 		// A restart starts from what the store kept: the state as JSON.
 		b, err := json.Marshal(h.state)
@@ -497,6 +507,9 @@ func formatState(s State) string {
 	}
 	if s.Pending != nil {
 		out += " pending=" + short(s.Pending.Commit)
+	}
+	if q := s.Queued; q != nil {
+		out += fmt.Sprintf(" queued=%s@%s#%d", q.Rollout.Version, short(q.Commit), q.Ticket)
 	}
 	for _, r := range s.Runs {
 		out += fmt.Sprintf(" run=%s:%s", r.Name, r.Phase)

@@ -64,6 +64,9 @@ type Pending struct {
 	Reasons []string     `json:"reasons"`
 	// ResumeStep is the change's ResumeStep, kept for when it is approved.
 	ResumeStep *int32 `json:"resumeStep,omitempty"`
+	// Ticket is the change's place in the canary queue (queue.go), kept
+	// so that an approved new canary queues where its commit put it.
+	Ticket uint64 `json:"ticket,omitempty"`
 }
 
 // Timer describes the one armed timer of a rollout, so a restarted runner
@@ -199,6 +202,9 @@ type State struct {
 	UserPaused bool     `json:"userPaused,omitempty"`
 	Hold       *Hold    `json:"hold,omitempty"`
 	Pending    *Pending `json:"pending,omitempty"`
+	// Queued is a new canary waiting for a canary slot (queue.go); the
+	// spec in force keeps running meanwhile.
+	Queued *Queued `json:"queued,omitempty"`
 
 	// Errors are the load errors of the latest commit that touched this
 	// rollout; the previous good Spec keeps running.

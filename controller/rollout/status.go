@@ -34,6 +34,9 @@ type Status struct {
 	MirrorRoutes []api.MirrorRoute `json:"mirrorRoutes"`
 	// Traffic says whether the clients ACKed the declared weights.
 	Traffic TrafficStatus `json:"traffic"`
+	// Queued is set while a new canary waits for a canary slot
+	// (--max-concurrent-canaries); see WithQueuePosition.
+	Queued *QueueStatus `json:"queued,omitempty"`
 }
 
 // WritebackStatus is what sluice wrote back to git for a rollout
@@ -115,6 +118,7 @@ func (s State) Status() Status {
 		Steps:         s.timeline(),
 		MirrorRoutes:  mirrorRoutes(s.MirrorRoutes),
 		Traffic:       s.trafficStatus(),
+		Queued:        queueStatus(s.Queued),
 	}
 	runs := s.Runs
 	if len(runs) > maxFinishedRuns {

@@ -37,6 +37,8 @@ func Step(state State, ev Event) (State, []Action) {
 		m.restart()
 	case PodsReady:
 		m.podsReady(e)
+	case SlotGranted:
+		m.slotGranted()
 	}
 	m.flushTraffic()
 	m.flushWorkloads(m.rescale)

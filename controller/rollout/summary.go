@@ -39,6 +39,8 @@ func phaseAndMessage(s State) (Phase, string) {
 			return PhaseDegraded, "invalid strategy"
 		}
 		return "", ""
+	case s.Queued != nil:
+		return PhaseProgressing, queuedMessage(s)
 	case s.Aborted && s.Wait != nil && s.Wait.Kind == WaitAbort:
 		return PhaseProgressing, fmt.Sprintf("aborting at step %d/%d: %s; %s before traffic goes back to %s", s.StepIndex+1, n, s.AbortReason, s.waitMessage(), s.StableVersion)
 	case s.Aborted:

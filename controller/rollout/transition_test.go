@@ -37,6 +37,9 @@ var (
 	pNacked      = append(pAwaitAck[:len(pAwaitAck):len(pAwaitAck)], "nack reason=bad")
 	pRemoved     = append(pTimedPause[:len(pTimedPause):len(pTimedPause)], "remove commit=ccccccc3")
 	pBgHold      = append(pFinalPause[:len(pFinalPause):len(pFinalPause)], "result run=background phase=Inconclusive")
+	// Under a limit on concurrent canaries (queue.go).
+	pQueued        = append(pHealthy[:len(pHealthy):len(pHealthy)], "change v2 commit=bbbbbbb2 ticket=5")
+	pQueuedPending = append(pQueued[:len(pQueued):len(pQueued)], `change v3 commit=ccccccc3 ticket=6 risky="weight jump"`)
 )
 
 // Kubernetes-mode preludes: 2 replicas; the strategy: setWeight 50;
@@ -192,6 +195,17 @@ func TestTransitions(t *testing.T) {
 		{"background inconclusive pauses", pFinalPause, "result run=background phase=Inconclusive", PhasePaused, 4, 50, false, []string{"rollout-paused"}},
 		{"promote releases a background hold only", pBgHold, "promote", PhasePaused, 4, 50, false, []string{}},
 		{"retry re-runs an inconclusive background", pBgHold, "retry", PhasePaused, 4, 50, false, []string{"start-analysis:background"}},
+		{"new version without a slot queues", pHealthy, "change v2 commit=bbbbbbb2 ticket=5", PhaseProgressing, 5, 0, false, []string{}},
+		{"slot starts the queued canary", pQueued, "slot", PhaseProgressing, 0, 20, false, []string{"set-traffic", "rollout-started"}},
+		{"slot without a queued canary ignored", pTimedPause, "slot", PhasePaused, 1, 20, false, nil},
+		{"queued: newer version keeps the place", pQueued, "change v3 commit=ccccccc3 ticket=9", PhaseProgressing, 5, 0, false, []string{}},
+		{"queued: the stable version drops the queue", pQueued, "change v1 commit=ccccccc3 ticket=9", PhaseHealthy, 5, 0, false, []string{}},
+		{"queued: risky change leaves the queue", pQueued, `change v3 commit=ccccccc3 ticket=6 risky="weight jump"`, PhasePaused, 5, 0, false, []string{"rollout-paused"}},
+		{"queued: approve queues again", pQueuedPending, "approve", PhaseProgressing, 5, 0, false, []string{}},
+		{"queued: removed leaves the queue", pQueued, "remove commit=ccccccc3", PhaseHealthy, 5, 0, false, []string{"rollout-unmanaged"}},
+		{"queued: restart pushes stable only", pQueued, "restart", PhaseProgressing, 5, 0, false, []string{"set-traffic"}},
+		{"new version with a slot replaces the canary", pTimedPause, "change v3 commit=ccccccc3 ticket=5", PhaseProgressing, 0, 20, false, []string{"set-traffic", "cancel-timer", "rollout-started"}},
+		{"retry refused while a new version is queued", append(pAborted[:len(pAborted):len(pAborted)], "change v3 commit=ccccccc3 ticket=5"), "retry", PhaseProgressing, 1, 0, true, nil},
 		{"aborted new edit keeps it aborted", pAborted, "change v2-more commit=ccccccc3 class=StrategyEdit", PhaseDegraded, 1, 0, true, []string{}},
 
 		// Kubernetes mode.

@@ -103,6 +103,18 @@ func (f *fakeTraffic) last() (api.Traffic, int) {
 	return f.sets[len(f.sets)-1], len(f.sets)
 }
 
+// lastFor is the most recently published traffic of one rollout.
+func (f *fakeTraffic) lastFor(key api.Key) (api.Traffic, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := len(f.sets) - 1; i >= 0; i-- {
+		if f.sets[i].Rollout == key {
+			return f.sets[i], true
+		}
+	}
+	return api.Traffic{}, false
+}
+
 // fakeAnalyzer records started runs; the test reports their verdicts.
 type fakeAnalyzer struct {
 	mu      sync.Mutex
@@ -215,6 +227,7 @@ type envOptions struct {
 	storeWrap  func(Store) Store
 	now        func() time.Time
 	analyzer   Analyzer // replaces the recording double
+	limits     Limits
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -243,7 +256,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		defer close(e.dispDone)
 		_ = disp.Run(ctx)
 	}()
-	opts := Options{Store: st, Traffic: e.traffic, Alerter: disp, AckTimeout: o.ackTimeout, Now: o.now}
+	opts := Options{Store: st, Traffic: e.traffic, Alerter: disp, AckTimeout: o.ackTimeout, Now: o.now, Limits: o.limits}
 	if o.storeWrap != nil {
 		opts.Store = o.storeWrap(st)
 	}

@@ -85,21 +85,28 @@ type result struct {
 
 // enqueue adds j to key's queue and starts the rollout's worker if it is
 // not running. With create false, an unknown rollout is ErrNotFound.
+// A change gets its place in the canary queue here, in submission order.
 func (r *Runner) enqueue(key api.Key, j job, create bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return ErrClosed
 	}
+	if e := r.rollouts[key]; (e == nil || e.state.Seq == 0) && !create {
+		return fmt.Errorf("%s: %w", key, ErrNotFound)
+	}
+	j.ev = r.adm.stamp(j.ev)
+	r.enqueueLocked(key, j)
+	return nil
+}
+
+// enqueueLocked adds j to key's queue, creating the rollout if needed, and
+// starts its worker; r.mu is held and the runner is open.
+func (r *Runner) enqueueLocked(key api.Key, j job) {
 	e := r.rollouts[key]
-	if e == nil || e.state.Seq == 0 {
-		if !create {
-			return fmt.Errorf("%s: %w", key, ErrNotFound)
-		}
-		if e == nil {
-			e = newEntry(rollout.State{Key: key})
-			r.rollouts[key] = e
-		}
+	if e == nil {
+		e = newEntry(rollout.State{Key: key})
+		r.rollouts[key] = e
 	}
 	e.queue = append(e.queue, j)
 	if !e.running {
@@ -107,7 +114,6 @@ func (r *Runner) enqueue(key api.Key, j job, create bool) error {
 		r.workers.Add(1)
 		go r.work(e)
 	}
-	return nil
 }
 
 // work processes e's events one at a time until its queue is empty.
@@ -155,6 +161,12 @@ func (r *Runner) process(e *entry, j job) (res result) {
 			r.mu.Lock()
 			cur := e.state
 			r.mu.Unlock()
+			if _, ok := j.ev.(rollout.SlotGranted); ok {
+				// The grant failed: the slot goes back to the queue.
+				r.mu.Lock()
+				delete(r.adm.granting, e.key)
+				r.mu.Unlock()
+			}
 			res = result{state: cur, err: fmt.Errorf("%s %s: internal error: %v", eventName(j.ev), e.key, p)}
 		}
 	}()
@@ -165,7 +177,15 @@ func (r *Runner) process(e *entry, j job) (res result) {
 	}
 	next, acts := rollout.Step(old, j.ev)
 	r.forget(e, j.ev)
+	_, granted := j.ev.(rollout.SlotGranted)
 	if next.Seq == old.Seq {
+		if granted {
+			// Nothing was queued any more: the slot is free again.
+			r.mu.Lock()
+			delete(r.adm.granting, e.key)
+			r.admit()
+			r.mu.Unlock()
+		}
 		return result{state: old}
 	}
 	now := r.opts.Now()
@@ -199,7 +219,18 @@ func (r *Runner) process(e *entry, j job) (res result) {
 	e.deadlines = rec.Deadlines
 	r.mu.Lock()
 	e.state = next
-	r.publish(Update{Key: e.key, Seq: next.Seq, Status: next.Status()})
+	r.adm.track(old, next)
+	if granted {
+		delete(r.adm.granting, e.key) // from now on next.HoldsSlot counts it
+	}
+	if granted || slotsMoved(old, next) {
+		r.admit()
+	}
+	var ahead map[api.Key]place
+	if next.Queued != nil {
+		ahead = r.queueAhead()
+	}
+	r.publish(Update{Key: e.key, Seq: next.Seq, Status: statusOf(next, ahead)})
 	r.mu.Unlock()
 	r.logTransition(old, next, j.ev)
 	r.execute(e, acts, now)

@@ -87,6 +87,9 @@ type Options struct {
 	Now func() time.Time
 	// SubscriberBuffer is the channel size per subscriber (default 256).
 	SubscriberBuffer int
+	// Limits bound concurrent canaries; a new canary beyond them waits in
+	// a queue (admission.go). Zero: unlimited.
+	Limits Limits
 }
 
 // Update is one published status change.
@@ -109,6 +112,7 @@ type Runner struct {
 	subs     map[chan Update]struct{}
 	closed   bool
 	started  bool
+	adm      admissionState
 	idle     *sync.Cond // signalled when a worker finds its queue empty
 
 	workers sync.WaitGroup
@@ -140,6 +144,7 @@ func New(opts Options) (*Runner, error) {
 		log:      opts.Logger,
 		rollouts: map[api.Key]*entry{},
 		subs:     map[chan Update]struct{}{},
+		adm:      admissionState{limits: opts.Limits, granting: map[api.Key]bool{}},
 	}
 	r.idle = sync.NewCond(&r.mu)
 	return r, nil
@@ -179,6 +184,8 @@ func (r *Runner) Start(ctx context.Context) error {
 			e.deadlines[id] = d
 		}
 		r.rollouts[k] = e
+		r.adm.resumeTickets(rec.State)
+		r.adm.track(rollout.State{}, rec.State)
 		resumed = append(resumed, rec)
 	}
 	r.mu.Unlock()
@@ -192,6 +199,11 @@ func (r *Runner) Start(ctx context.Context) error {
 		}
 		r.Submit(rec.State.Key, rollout.Restart{})
 	}
+	// Queued canaries keep their tickets; free slots go to them after
+	// their Restart.
+	r.mu.Lock()
+	r.admit()
+	r.mu.Unlock()
 	r.log.Info("runner started", "rollouts", len(resumed))
 	return nil
 }
@@ -272,7 +284,9 @@ func (r *Runner) Command(ctx context.Context, key api.Key, cmd rollout.CommandKi
 	}
 	select {
 	case res := <-reply:
-		return res.state.Status(), res.err
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return statusOf(res.state, r.queueAhead()), res.err
 	case <-ctx.Done():
 		return rollout.Status{}, fmt.Errorf("%s %s: %w", cmd, key, ctx.Err())
 	}
@@ -289,19 +303,26 @@ func (r *Runner) State(key api.Key) (rollout.State, bool) {
 	return e.state, true
 }
 
-// Status returns the status of a rollout.
+// Status returns the status of a rollout, with its place in the canary
+// queue when it waits for a slot.
 func (r *Runner) Status(key api.Key) (rollout.Status, bool) {
-	s, ok := r.State(key)
-	return s.Status(), ok
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.rollouts[key]
+	if !ok || e.state.Seq == 0 {
+		return rollout.State{}.Status(), false
+	}
+	return statusOf(e.state, r.queueAhead()), true
 }
 
 // List returns the status of every rollout that has one, sorted by key.
 func (r *Runner) List() []rollout.Status {
 	r.mu.Lock()
 	out := make([]rollout.Status, 0, len(r.rollouts))
+	ahead := r.queueAhead()
 	for _, e := range r.rollouts {
 		if e.state.Seq > 0 {
-			out = append(out, e.state.Status())
+			out = append(out, statusOf(e.state, ahead))
 		}
 	}
 	r.mu.Unlock()

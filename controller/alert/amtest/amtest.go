@@ -60,6 +60,13 @@ func Binary() (string, error) {
 // fails the test: CI installs it, so skipping would hide a broken setup.
 func Start(t testing.TB) *Alertmanager {
 	t.Helper()
+	return StartConfig(t, config)
+}
+
+// StartConfig is Start with the test's own alertmanager.yml, e.g. a route
+// with group_by to a webhook receiver the test serves.
+func StartConfig(t testing.TB, config string) *Alertmanager {
+	t.Helper()
 	bin, err := Binary()
 	if err != nil {
 		t.Fatal(err)
