@@ -130,7 +130,9 @@ func TestVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = r.router.Verify(t.Context(), key, tok)
+	bounded, stop2 := context.WithTimeout(t.Context(), 15*time.Second)
+	defer stop2()
+	_, err = r.router.Verify(bounded, key, tok)
 	if !errors.Is(err, gateway.ErrNack) || !strings.Contains(err.Error(), gatewayapitest.RejectReason) {
 		t.Fatalf("Verify of a rejected route: got %v, want ErrNack with reason %s", err, gatewayapitest.RejectReason)
 	}
