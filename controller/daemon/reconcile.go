@@ -46,9 +46,11 @@ func (d *Daemon) apply(ctx context.Context, rev gitwatch.Revision) error {
 			continue
 		}
 		d.meter.commitSeen(c.Rollout, rev)
+		routing := d.routingInForce(c)
 		if _, err := d.runner.Do(ctx, c.Rollout, ev); err != nil {
 			return fmt.Errorf("apply commit %s to %s: %w", short(rev.Commit), c.Rollout, err)
 		}
+		d.releaseRoutes(ctx, c.Rollout, routing)
 		delete(rejected, c.Rollout)
 	}
 	// Rollouts whose file no longer parses keep their spec in force; the
@@ -132,4 +134,31 @@ func short(sha string) string {
 		return sha[:7]
 	}
 	return sha
+}
+
+// routingInForce is the cluster routing of a rollout that c removes from
+// git (nil for any other change): its routes are released once the runner
+// has stopped managing it.
+func (d *Daemon) routingInForce(c diffengine.Change) *api.ClusterRouting {
+	if c.Class != diffengine.Removed || d.kube == nil {
+		return nil
+	}
+	if s, ok := d.runner.State(c.Rollout); ok && s.Spec != nil && !s.Removed {
+		return s.Spec.Routing
+	}
+	return nil
+}
+
+// releaseRoutes restores a removed rollout's routes to 100% stable and
+// removes sluice's rules. The machine leaves the xDS traffic as it was (its
+// clients keep their last routes), but a route in the cluster is the
+// user's object, and sluice's rules in it would outlive sluice's interest.
+// A failure is logged: the commit is applied all the same.
+func (d *Daemon) releaseRoutes(ctx context.Context, key api.Key, r *api.ClusterRouting) {
+	if r == nil {
+		return
+	}
+	if err := d.kube.routed.release(ctx, key, r); err != nil {
+		d.log.Error("release routes of a removed rollout", "rollout", key.String(), "err", err)
+	}
 }
