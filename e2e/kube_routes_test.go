@@ -205,4 +205,17 @@ plugins:
 		return s.Phase == rollout.PhaseDegraded && s.StableVersion == v2
 	})
 	w.waitRoute(t, "kg", user+"-[kg-stable:100]")
+
+	// A gateway that rejects the route is a NACK: the step holds with the
+	// condition's reason (the xds-nack path) and never reaches its pause.
+	w.fake.Set(ns, "kg", gatewayapitest.Reject)
+	const v4 = "e2e/app:v4"
+	spec.Version = v4
+	repo.push("v4", map[string]string{"rollouts/kg.yaml": spec.yaml()})
+	st := d.waitStatus(ns+"/kg", 60*time.Second, "held on the rejected route", func(s httpapi.RolloutStatus) bool {
+		return s.CanaryVersion == v4 && strings.Contains(s.Message, gatewayapitest.RejectReason)
+	})
+	if st.StepIndex != 0 || !strings.Contains(st.Message, "xDS NACK") {
+		t.Errorf("a rejected route let the step go on: %+v", st)
+	}
 }
