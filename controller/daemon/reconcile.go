@@ -136,21 +136,85 @@ func short(sha string) string {
 	return sha
 }
 
-// routingInForce is the cluster routing of a rollout that c removes from
-// git (nil for any other change): its routes are released once the runner
-// has stopped managing it.
+// routingInForce is the part of a rollout's cluster routing in force
+// that c drops: all of it when c removes the rollout from git, the routes
+// a strategy edit stops naming otherwise (nil when none). Those routes
+// are released once the runner has applied c.
 func (d *Daemon) routingInForce(c diffengine.Change) *api.ClusterRouting {
-	if c.Class != diffengine.Removed || d.kube == nil {
+	if d.kube == nil {
 		return nil
 	}
-	if s, ok := d.runner.State(c.Rollout); ok && s.Spec != nil && !s.Removed {
-		return s.Spec.Routing
+	s, ok := d.runner.State(c.Rollout)
+	if !ok || s.Spec == nil || s.Spec.Routing == nil || s.Removed {
+		return nil
 	}
-	return nil
+	var next *api.ClusterRouting
+	if c.Class != diffengine.Removed && c.New != nil {
+		next = c.New.Routing
+	}
+	return droppedRouting(s.Spec.Routing, next)
 }
 
-// releaseRoutes restores a removed rollout's routes to 100% stable and
-// removes sluice's rules. The machine leaves the xDS traffic as it was (its
+// droppedRouting is the routes and virtual services of old that new does
+// not name, with old's Services (nil when new names them all).
+func droppedRouting(old, new *api.ClusterRouting) *api.ClusterRouting {
+	if old == nil {
+		return nil
+	}
+	if new == nil {
+		return old
+	}
+	out := &api.ClusterRouting{StableService: old.StableService, CanaryService: old.CanaryService}
+	if g := old.GatewayAPI; g != nil {
+		var keep api.GatewayAPIRouting
+		if new.GatewayAPI != nil {
+			keep = *new.GatewayAPI
+		}
+		named := func(refs []api.GatewayRouteRef, r api.GatewayRouteRef) bool {
+			return keep.Namespace == g.Namespace && slices.ContainsFunc(refs, func(k api.GatewayRouteRef) bool { return k.Name == r.Name })
+		}
+		d := &api.GatewayAPIRouting{Namespace: g.Namespace}
+		for _, r := range g.HTTPRoutes {
+			if !named(keep.HTTPRoutes, r) {
+				d.HTTPRoutes = append(d.HTTPRoutes, r)
+			}
+		}
+		for _, r := range g.GRPCRoutes {
+			if !named(keep.GRPCRoutes, r) {
+				d.GRPCRoutes = append(d.GRPCRoutes, r)
+			}
+		}
+		if len(d.HTTPRoutes)+len(d.GRPCRoutes) > 0 {
+			out.GatewayAPI = d
+		}
+	}
+	if i := old.Istio; i != nil {
+		var keep api.IstioRouting
+		if new.Istio != nil {
+			keep = *new.Istio
+		}
+		d := &api.IstioRouting{}
+		for _, vs := range i.VirtualServices {
+			if !slices.ContainsFunc(keep.VirtualServices, func(k api.IstioVirtualService) bool { return k.Name == vs.Name && k.Namespace == vs.Namespace }) {
+				d.VirtualServices = append(d.VirtualServices, vs)
+			}
+		}
+		if dr := i.DestinationRule; dr != nil && (keep.DestinationRule == nil || keep.DestinationRule.Name != dr.Name || keep.DestinationRule.Namespace != dr.Namespace) {
+			d.DestinationRule = dr
+		}
+		if len(d.VirtualServices) > 0 || d.DestinationRule != nil {
+			out.Istio = d
+		}
+	}
+	if out.GatewayAPI == nil && out.Istio == nil {
+		return nil
+	}
+	return out
+}
+
+// releaseRoutes restores the routes a rollout no longer names (or all of
+// them, when it left git) to 100% stable and removes sluice's rules. The
+// machine leaves the xDS traffic of a removed rollout as it was (its
 // clients keep their last routes), but a route in the cluster is the
 // user's object, and sluice's rules in it would outlive sluice's interest.
 // A failure is logged: the commit is applied all the same.
@@ -159,6 +223,6 @@ func (d *Daemon) releaseRoutes(ctx context.Context, key api.Key, r *api.ClusterR
 		return
 	}
 	if err := d.kube.routed.release(ctx, key, r); err != nil {
-		d.log.Error("release routes of a removed rollout", "rollout", key.String(), "err", err)
+		d.log.Error("release routes no longer named", "rollout", key.String(), "err", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -99,12 +100,39 @@ func (r *Router) Apply(ctx context.Context, t api.Traffic) (string, error) {
 func (r *Router) Release(ctx context.Context, key api.Key, cr *api.ClusterRouting) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.applied, key)
 	if cr == nil || cr.GatewayAPI == nil {
 		return nil
 	}
+	if t, ok := r.applied[key]; ok && covers(cr.GatewayAPI, gatewayRouting(t)) {
+		delete(r.applied, key)
+	}
 	_, err := r.write(ctx, api.Traffic{Rollout: key, Weights: api.CanaryWeights(0), Routing: cr}, false)
 	return err
+}
+
+// covers reports whether released names every route of applied, so that
+// releasing the routes a rollout stopped naming keeps watching the others.
+func covers(released, applied *api.GatewayAPIRouting) bool {
+	if applied == nil {
+		return true
+	}
+	if released.Namespace != applied.Namespace {
+		return false
+	}
+	has := func(refs []api.GatewayRouteRef, name string) bool {
+		return slices.ContainsFunc(refs, func(r api.GatewayRouteRef) bool { return r.Name == name })
+	}
+	for _, r := range applied.HTTPRoutes {
+		if !has(released.HTTPRoutes, r.Name) {
+			return false
+		}
+	}
+	for _, r := range applied.GRPCRoutes {
+		if !has(released.GRPCRoutes, r.Name) {
+			return false
+		}
+	}
+	return true
 }
 
 func gatewayRouting(t api.Traffic) *api.GatewayAPIRouting {
