@@ -2,6 +2,7 @@ package gatewayapi
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/sluice-dev/sluice/api"
@@ -24,6 +25,24 @@ func TestGRPCRules(t *testing.T) {
 		}
 		return out
 	}
+	header := baseTraffic(10)
+	header.HeaderRoutes = []api.HeaderRoute{{Name: "beta", Match: []api.HeaderMatch{{HeaderName: "x-canary", HeaderValue: api.StringMatch{Prefix: "ye"}}}}}
+	t.Run("header route", func(t *testing.T) {
+		got, err := grpcRules(rules, header, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 3 || got[1].Name == nil || *got[1].Name != "sluice-header-beta" {
+			t.Fatalf("want the header rule between the user's rule and the managed one, got %s", js(t, got))
+		}
+		want := `[{"headers":[{"type":"RegularExpression","name":"x-canary","value":"^ye.*"}]}]`
+		if js(t, got[1].Matches) != want || len(got[1].BackendRefs) != 1 || got[1].BackendRefs[0].Name != "checkout-canary" {
+			t.Errorf("header rule %s, want matches %s to checkout-canary alone", js(t, got[1]), want)
+		}
+		if without, _ := grpcRules(got, header, false); len(without) != 2 {
+			t.Errorf("a route without useHeaderRoutes kept %d rules, want 2", len(without))
+		}
+	})
 	tests := []struct {
 		name    string
 		t       api.Traffic
@@ -32,9 +51,9 @@ func TestGRPCRules(t *testing.T) {
 	}{
 		{"canary 30", baseTraffic(30), map[string]int32{"checkout-stable": 70, "checkout-canary": 30}, nil},
 		{"all stable", baseTraffic(0), map[string]int32{"checkout-stable": 100}, nil},
-		{"header route refused", func() api.Traffic {
+		{"mirror refused", func() api.Traffic {
 			t := baseTraffic(10)
-			t.HeaderRoutes = []api.HeaderRoute{{Name: "h", Match: []api.HeaderMatch{{HeaderName: "x", HeaderValue: api.StringMatch{Exact: "y"}}}}}
+			t.MirrorRoutes = []api.MirrorRoute{{Name: "m", Percentage: 10, Match: []api.RouteMatch{{Headers: map[string]api.StringMatch{"x": {Exact: "y"}}}}}}
 			return t
 		}(), nil, errGRPCRoutes},
 	}
@@ -47,6 +66,7 @@ func TestGRPCRules(t *testing.T) {
 			if err != nil {
 				return
 			}
+			got = slices.DeleteFunc(got, func(r gwv1.GRPCRouteRule) bool { return isSluiceRule(r.Name) })
 			if w := weights(got); len(w) != len(tt.want) || w["checkout-stable"] != tt.want["checkout-stable"] || w["checkout-canary"] != tt.want["checkout-canary"] {
 				t.Errorf("weights %v, want %v", w, tt.want)
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-dev/sluice/gateway/gatewayapi/gatewayapitest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -212,4 +213,47 @@ func rulesYAML(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestGRPCRouteApply writes weights and a header route into a real
+// GRPCRoute (the apiserver validates the rules against the CRD) and
+// releases it back to the user's single rule.
+func TestGRPCRouteApply(t *testing.T) {
+	r := newRig(t)
+	route := &gwv1.GRPCRoute{
+		ObjectMeta: metav1.ObjectMeta{Name: "rpc", Namespace: r.ns},
+		Spec: gwv1.GRPCRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "edge"}}},
+			Rules: []gwv1.GRPCRouteRule{{BackendRefs: []gwv1.GRPCBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "checkout-stable", Port: ptr.To(gwv1.PortNumber(9000))}}}}}},
+		},
+	}
+	if _, err := r.client.GatewayV1().GRPCRoutes(r.ns).Create(t.Context(), route, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr := traffic(r.ns, 25)
+	tr.Routing.GatewayAPI = &api.GatewayAPIRouting{Namespace: r.ns, GRPCRoutes: []api.GatewayRouteRef{{Name: "rpc", UseHeaderRoutes: true}}}
+	tr.HeaderRoutes = []api.HeaderRoute{headerRoute, cookieRoute}
+	if _, err := r.router.Apply(t.Context(), tr); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.client.GatewayV1().GRPCRoutes(r.ns).Get(t.Context(), "rpc", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(got.Spec.Rules); n != 3 {
+		t.Fatalf("%d rules, want 2 header rules and the managed one: %s", n, rulesYAML(t, got.Spec.Rules))
+	}
+	if w := got.Spec.Rules[2].BackendRefs; len(w) != 2 || *w[0].Weight != 75 || *w[1].Weight != 25 {
+		t.Errorf("managed rule backends %s, want stable 75 and canary 25", rulesYAML(t, w))
+	}
+	if err := r.router.Release(t.Context(), key, tr.Routing); err != nil {
+		t.Fatal(err)
+	}
+	got, err = r.client.GatewayV1().GRPCRoutes(r.ns).Get(t.Context(), "rpc", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(got.Spec.Rules); n != 1 || len(got.Spec.Rules[0].BackendRefs) != 1 || *got.Spec.Rules[0].BackendRefs[0].Weight != 100 {
+		t.Errorf("after Release: %s, want the single stable backend at 100", rulesYAML(t, got.Spec.Rules))
+	}
 }
