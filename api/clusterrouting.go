@@ -1,5 +1,7 @@
 package api
 
+import "slices"
+
 // GatewayAPIPluginName is the trafficRouting plugin key of the Argo
 // Rollouts Gateway API plugin, whose configuration sluice reads as is.
 const GatewayAPIPluginName = "argoproj-labs/gatewayAPI"
@@ -56,4 +58,28 @@ type IstioDestinationRule struct {
 	Namespace        string `json:"namespace"`
 	CanarySubsetName string `json:"canarySubsetName"`
 	StableSubsetName string `json:"stableSubsetName"`
+}
+
+// Clone returns a deep copy of r (nil for nil), so that a Traffic never
+// shares slices with the rollout's spec.
+func (r *ClusterRouting) Clone() *ClusterRouting {
+	if r == nil {
+		return nil
+	}
+	out := *r
+	if g := r.GatewayAPI; g != nil {
+		out.GatewayAPI = &GatewayAPIRouting{Namespace: g.Namespace, HTTPRoutes: slices.Clone(g.HTTPRoutes), GRPCRoutes: slices.Clone(g.GRPCRoutes)}
+	}
+	if i := r.Istio; i != nil {
+		is := &IstioRouting{VirtualServices: slices.Clone(i.VirtualServices)}
+		for k := range is.VirtualServices {
+			is.VirtualServices[k].Routes = slices.Clone(is.VirtualServices[k].Routes)
+		}
+		if i.DestinationRule != nil {
+			dr := *i.DestinationRule
+			is.DestinationRule = &dr
+		}
+		out.Istio = is
+	}
+	return &out
 }

@@ -69,7 +69,7 @@ func convertRollout(rd *rolloutDoc, mode Mode) (*Rollout, *checker) {
 	if c.mode == ModeKubernetes {
 		r.Workload = c.workload(ro, canary)
 	}
-	c.trafficRouting(r, canary.TrafficRouting)
+	c.trafficRouting(r, canary)
 	ctx := stepContext{routing: canary.TrafficRouting, maxWeight: weightutil.MaxTrafficWeight(ro)}
 	for i := range canary.Steps {
 		if s, ok := c.step(indexPath(stepsPath, i), &canary.Steps[i], ctx); ok {

@@ -20,9 +20,11 @@ type xdsConfigDoc struct {
 	MaxUnapprovedWeightJump *int32 `json:"maxUnapprovedWeightJump"`
 }
 
-// trafficRouting reads managedRoutes and the sluice.io/xds plugin, and
-// warns about routers sluice does not drive.
-func (c *checker) trafficRouting(r *Rollout, tr *v1alpha1.RolloutTrafficRouting) {
+// trafficRouting reads managedRoutes, the sluice.io/xds plugin and (in
+// Kubernetes mode) the cluster routers, and warns about routers sluice
+// does not drive.
+func (c *checker) trafficRouting(r *Rollout, canary *v1alpha1.CanaryStrategy) {
+	tr := canary.TrafficRouting
 	if tr == nil {
 		c.warnf(canaryPath, "no trafficRouting: sluice tracks this rollout but cannot shift its traffic (add trafficRouting.plugins[%s])", XDSPluginName)
 		return
@@ -37,7 +39,7 @@ func (c *checker) trafficRouting(r *Rollout, tr *v1alpha1.RolloutTrafficRouting)
 		name string
 		set  bool
 	}{
-		{"istio", tr.Istio != nil}, {"nginx", tr.Nginx != nil}, {"alb", tr.ALB != nil}, {"smi", tr.SMI != nil},
+		{"nginx", tr.Nginx != nil}, {"alb", tr.ALB != nil}, {"smi", tr.SMI != nil},
 		{"ambassador", tr.Ambassador != nil}, {"appMesh", tr.AppMesh != nil}, {"traefik", tr.Traefik != nil}, {"apisix", tr.Apisix != nil},
 	} {
 		if ignored.set {
@@ -45,11 +47,15 @@ func (c *checker) trafficRouting(r *Rollout, tr *v1alpha1.RolloutTrafficRouting)
 		}
 	}
 	for name := range tr.Plugins {
-		if name != XDSPluginName {
+		if name != XDSPluginName && name != GatewayAPIPluginName {
 			c.warnf(routingPath+".plugins["+name+"]", "traffic router plugin %q is not implemented by sluice and is ignored", name)
 		}
 	}
+	c.clusterRouting(r, canary)
 	raw, ok := tr.Plugins[XDSPluginName]
+	if !ok && r.Routing != nil {
+		return
+	}
 	if !ok {
 		c.warnf(routingPath, "no plugins[%s]: sluice tracks this rollout but cannot shift its traffic", XDSPluginName)
 		return

@@ -126,6 +126,7 @@ func TestGoldenPairs(t *testing.T) {
 		{name: "background-analysis-changed", class: StrategyEdit, path: "spec.strategy.canary.analysis.args[service].value"},
 		{name: "mirror-step-added", class: StrategyEdit, path: "spec.strategy.canary.steps[5]"},
 		{name: "cookie-route-added", class: StrategyEdit, path: "spec.strategy.canary.steps[3]"},
+		{name: "gateway-route-changed", class: StrategyEdit, path: `spec.strategy.canary.trafficRouting.plugins["argoproj-labs/gatewayAPI"].grpcRoute`},
 	}
 	covered := map[string]bool{}
 	for _, tt := range tests {

@@ -18,6 +18,7 @@ import (
 //	checkout.internal: + header route testers: x-canary=always → canary
 //	checkout.internal: - header route testers
 //	checkout.internal: canary endpoints + 127.0.0.1:9003 - 127.0.0.1:9002
+//	checkout.internal: routes + HTTPRoute shop/edge - HTTPRoute shop/checkout
 //
 // Endpoint lists are compared as sets. No lines means no change.
 func DiffTraffic(old, new api.Traffic) []string {
@@ -31,6 +32,9 @@ func DiffTraffic(old, new api.Traffic) []string {
 	}
 	if old.Host != new.Host {
 		say("host %s → %s", orNone(old.Host), orNone(new.Host))
+	}
+	if d := setDiff(routerObjects(old.Routing), routerObjects(new.Routing)); d != "" {
+		say("routes %s", d)
 	}
 	if old.Weights.Canary != new.Weights.Canary {
 		say("canary %d%% → %d%%", old.Weights.Canary, new.Weights.Canary)
@@ -69,6 +73,32 @@ func DiffTraffic(old, new api.Traffic) []string {
 			say("+ sticky canary: %s", affinityText(new.SessionAffinity))
 		default:
 			say("~ sticky canary: %s → %s", affinityText(old.SessionAffinity), affinityText(new.SessionAffinity))
+		}
+	}
+	return out
+}
+
+// routerObjects names the cluster objects a traffic is written into
+// ("HTTPRoute shop/checkout", "VirtualService shop/checkout", …).
+func routerObjects(r *api.ClusterRouting) []string {
+	if r == nil {
+		return nil
+	}
+	var out []string
+	if g := r.GatewayAPI; g != nil {
+		for _, h := range g.HTTPRoutes {
+			out = append(out, "HTTPRoute "+g.Namespace+"/"+h.Name)
+		}
+		for _, h := range g.GRPCRoutes {
+			out = append(out, "GRPCRoute "+g.Namespace+"/"+h.Name)
+		}
+	}
+	if i := r.Istio; i != nil {
+		for _, vs := range i.VirtualServices {
+			out = append(out, "VirtualService "+vs.Namespace+"/"+vs.Name)
+		}
+		if dr := i.DestinationRule; dr != nil {
+			out = append(out, "DestinationRule "+dr.Namespace+"/"+dr.Name)
 		}
 	}
 	return out

@@ -24,6 +24,12 @@ func TestDiffTraffic(t *testing.T) {
 		want   []string
 	}{
 		{"no change", func(*api.Traffic) {}, nil},
+		{"cluster routes", func(tr *api.Traffic) {
+			tr.Routing = &api.ClusterRouting{
+				GatewayAPI: &api.GatewayAPIRouting{Namespace: "shop", HTTPRoutes: []api.GatewayRouteRef{{Name: "edge"}}},
+				Istio:      &api.IstioRouting{VirtualServices: []api.IstioVirtualService{{Name: "mesh", Namespace: "shop"}}},
+			}
+		}, []string{"checkout.internal: routes + HTTPRoute shop/edge + VirtualService shop/mesh"}},
 		{"weight", func(tr *api.Traffic) { tr.Weights = api.CanaryWeights(50) },
 			[]string{"checkout.internal: canary 10% → 50%"}},
 		{"header route added", func(tr *api.Traffic) { tr.HeaderRoutes = []api.HeaderRoute{testers} },

@@ -33,6 +33,9 @@ type kubeRollout struct {
 	PodLabels                      string // extra pod labels, e.g. `neverready: "true"`
 	Canary                         string // extra canary strategy fields, unindented
 	Spec                           string // extra spec fields, unindented
+	// TrafficRouting replaces the trafficRouting block (the sluice.io/xds
+	// plugin at Host), unindented.
+	TrafficRouting string
 }
 
 func (r kubeRollout) yaml() string {
@@ -57,11 +60,15 @@ spec:
     canary:
 %[7]s      steps:
 %[8]s      trafficRouting:
-        plugins:
-          sluice.io/xds:
-            host: %[9]s
-`, r.Name, r.Namespace, r.Replicas, indentOpt(r.Spec, 2), r.Version, kubePort,
-		indentOpt(r.Canary, 6), indent(r.Steps, 6), r.Host, prefixOpt(", ", r.PodLabels))
+%[9]s`, r.Name, r.Namespace, r.Replicas, indentOpt(r.Spec, 2), r.Version, kubePort,
+		indentOpt(r.Canary, 6), indent(r.Steps, 6), indent(r.trafficRouting(), 8), prefixOpt(", ", r.PodLabels))
+}
+
+func (r kubeRollout) trafficRouting() string {
+	if r.TrafficRouting != "" {
+		return r.TrafficRouting
+	}
+	return "plugins:\n  sluice.io/xds:\n    host: " + r.Host + "\n"
 }
 
 func prefixOpt(prefix, s string) string {

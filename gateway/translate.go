@@ -230,6 +230,10 @@ func weightedAction(t api.Traffic, sticky bool) *routev3.RouteAction {
 	return &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}}
 }
 
+// StickyCookie is the Set-Cookie value that pins a user to the canary;
+// the cluster routers set the same cookie.
+func StickyCookie(sa *api.SessionAffinity) string { return stickyCookie(sa) }
+
 // stickyCookie is the Set-Cookie value that pins a user to the canary.
 func stickyCookie(sa *api.SessionAffinity) string {
 	v := sa.CookieName + "=canary"

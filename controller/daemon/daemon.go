@@ -153,7 +153,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 		if d.kube, err = newKubeParts(o, d.meter, reg, d.log); err != nil {
 			return err
 		}
-		traffic, workloads = d.kube.traffic, d.kube.workloads
+		traffic, workloads = d.kube.routed, d.kube.workloads
 	}
 	if d.runner, err = runner.New(runner.Options{
 		Store:      d.store,
@@ -297,6 +297,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	run("store", d.watchStore)
 	if d.kube != nil {
 		run("scheduler", d.kube.runBinder)
+		run("routes", d.kube.runRouters)
 	}
 	if d.debugLis != nil {
 		run("debug", func(ctx context.Context) error { return profiling.Serve(ctx, d.debugLis) })

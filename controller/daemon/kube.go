@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -17,6 +18,10 @@ import (
 	"github.com/sluice-dev/sluice/controller/runner"
 	"github.com/sluice-dev/sluice/controller/scheduler/kube"
 	"github.com/sluice-dev/sluice/controller/workload"
+	"github.com/sluice-dev/sluice/gateway"
+	"github.com/sluice-dev/sluice/gateway/gatewayapi"
+	"github.com/sluice-dev/sluice/gateway/istio"
+	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 )
 
 // kubeParts are what Kubernetes mode adds to the daemon: the workload
@@ -26,6 +31,10 @@ type kubeParts struct {
 	workloads *workload.Manager
 	binder    *kube.Binder // nil with --schedule-pods=false
 	traffic   *clusterTraffic
+	// routed is the runner's traffic: traffic (xDS) and the cluster
+	// routers together.
+	routed  *routedTraffic
+	gateway *gatewayapi.Router
 	// runner receives PodsReady for the rollouts it knows. Reports from
 	// before it has loaded them are dropped: every restored rollout scales
 	// when the runner starts, and so asks for a fresh report of every set.
@@ -67,6 +76,24 @@ func newKubeParts(o Options, next runner.Traffic, reg *prometheus.Registry, log 
 		return nil, fmt.Errorf("workloads: %w", err)
 	}
 	k.traffic = newClusterTraffic(next, k.workloads, log)
+	gw, err := gwclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("gateway api client: %w", err)
+	}
+	if k.gateway, err = gatewayapi.New(gatewayapi.Options{Client: gw, Events: client, Logger: log}); err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	mesh, err := istio.New(istio.RouterOptions{Client: dyn, Logger: log, OnDrift: func(d istio.Drift) {
+		log.Warn("istio: re-applied after someone else's edit", "rollout", d.Rollout.String(), "object", d.Object, "drift", d.String())
+	}})
+	if err != nil {
+		return nil, err
+	}
+	k.routed = &routedTraffic{xds: k.traffic, routers: []gateway.ClusterRouter{k.gateway, mesh}, applyTimeout: o.AckTimeout, log: log}
 	if o.SchedulePods {
 		if k.binder, err = kube.New(kube.Options{Client: client, SchedulerName: workload.SchedulerName, Metrics: reg, Logger: log}); err != nil {
 			return nil, fmt.Errorf("pod binder: %w", err)
@@ -87,6 +114,9 @@ func (k *kubeParts) podsReady(key api.Key, ev rollout.PodsReady) {
 		r.Submit(key, ev)
 	}
 }
+
+// runRouters re-applies routes someone else changed until ctx ends.
+func (k *kubeParts) runRouters(ctx context.Context) error { return k.gateway.Run(ctx) }
 
 // runBinder places pods until ctx ends (at once with --schedule-pods=false).
 func (k *kubeParts) runBinder(ctx context.Context) error {

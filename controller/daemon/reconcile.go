@@ -46,9 +46,11 @@ func (d *Daemon) apply(ctx context.Context, rev gitwatch.Revision) error {
 			continue
 		}
 		d.meter.commitSeen(c.Rollout, rev)
+		routing := d.routingInForce(c)
 		if _, err := d.runner.Do(ctx, c.Rollout, ev); err != nil {
 			return fmt.Errorf("apply commit %s to %s: %w", short(rev.Commit), c.Rollout, err)
 		}
+		d.releaseRoutes(ctx, c.Rollout, routing)
 		delete(rejected, c.Rollout)
 	}
 	// Rollouts whose file no longer parses keep their spec in force; the
@@ -132,4 +134,95 @@ func short(sha string) string {
 		return sha[:7]
 	}
 	return sha
+}
+
+// routingInForce is the part of a rollout's cluster routing in force
+// that c drops: all of it when c removes the rollout from git, the routes
+// a strategy edit stops naming otherwise (nil when none). Those routes
+// are released once the runner has applied c.
+func (d *Daemon) routingInForce(c diffengine.Change) *api.ClusterRouting {
+	if d.kube == nil {
+		return nil
+	}
+	s, ok := d.runner.State(c.Rollout)
+	if !ok || s.Spec == nil || s.Spec.Routing == nil || s.Removed {
+		return nil
+	}
+	var next *api.ClusterRouting
+	if c.Class != diffengine.Removed && c.New != nil {
+		next = c.New.Routing
+	}
+	return droppedRouting(s.Spec.Routing, next)
+}
+
+// droppedRouting is the routes and virtual services of old that new does
+// not name, with old's Services (nil when new names them all).
+func droppedRouting(old, new *api.ClusterRouting) *api.ClusterRouting {
+	if old == nil {
+		return nil
+	}
+	if new == nil {
+		return old
+	}
+	out := &api.ClusterRouting{StableService: old.StableService, CanaryService: old.CanaryService}
+	if g := old.GatewayAPI; g != nil {
+		var keep api.GatewayAPIRouting
+		if new.GatewayAPI != nil {
+			keep = *new.GatewayAPI
+		}
+		named := func(refs []api.GatewayRouteRef, r api.GatewayRouteRef) bool {
+			return keep.Namespace == g.Namespace && slices.ContainsFunc(refs, func(k api.GatewayRouteRef) bool { return k.Name == r.Name })
+		}
+		d := &api.GatewayAPIRouting{Namespace: g.Namespace}
+		for _, r := range g.HTTPRoutes {
+			if !named(keep.HTTPRoutes, r) {
+				d.HTTPRoutes = append(d.HTTPRoutes, r)
+			}
+		}
+		for _, r := range g.GRPCRoutes {
+			if !named(keep.GRPCRoutes, r) {
+				d.GRPCRoutes = append(d.GRPCRoutes, r)
+			}
+		}
+		if len(d.HTTPRoutes)+len(d.GRPCRoutes) > 0 {
+			out.GatewayAPI = d
+		}
+	}
+	if i := old.Istio; i != nil {
+		var keep api.IstioRouting
+		if new.Istio != nil {
+			keep = *new.Istio
+		}
+		d := &api.IstioRouting{}
+		for _, vs := range i.VirtualServices {
+			if !slices.ContainsFunc(keep.VirtualServices, func(k api.IstioVirtualService) bool { return k.Name == vs.Name && k.Namespace == vs.Namespace }) {
+				d.VirtualServices = append(d.VirtualServices, vs)
+			}
+		}
+		if dr := i.DestinationRule; dr != nil && (keep.DestinationRule == nil || keep.DestinationRule.Name != dr.Name || keep.DestinationRule.Namespace != dr.Namespace) {
+			d.DestinationRule = dr
+		}
+		if len(d.VirtualServices) > 0 || d.DestinationRule != nil {
+			out.Istio = d
+		}
+	}
+	if out.GatewayAPI == nil && out.Istio == nil {
+		return nil
+	}
+	return out
+}
+
+// releaseRoutes restores the routes a rollout no longer names (or all of
+// them, when it left git) to 100% stable and removes sluice's rules. The
+// machine leaves the xDS traffic of a removed rollout as it was (its
+// clients keep their last routes), but a route in the cluster is the
+// user's object, and sluice's rules in it would outlive sluice's interest.
+// A failure is logged: the commit is applied all the same.
+func (d *Daemon) releaseRoutes(ctx context.Context, key api.Key, r *api.ClusterRouting) {
+	if r == nil {
+		return
+	}
+	if err := d.kube.routed.release(ctx, key, r); err != nil {
+		d.log.Error("release routes no longer named", "rollout", key.String(), "err", err)
+	}
 }

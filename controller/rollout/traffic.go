@@ -23,6 +23,9 @@ func (s State) Traffic() api.Traffic {
 		t.CanaryVersion, t.CanaryWorkload = s.StableVersion, s.StableHash
 	}
 	s.baselineTraffic(&t)
+	if s.Spec != nil {
+		t.Routing = s.Spec.Routing.Clone()
+	}
 	if s.Spec == nil || s.Spec.XDS == nil {
 		return t
 	}

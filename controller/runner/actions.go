@@ -48,8 +48,9 @@ func (r *Runner) setTraffic(e *entry, a rollout.SetTraffic) {
 		e.ackCancel = nil
 	}
 	key := e.key
-	if a.Traffic.Host == "" {
-		// No sluice.io/xds routing: nothing to publish or wait for.
+	if a.Traffic.Host == "" && a.Traffic.Routing == nil {
+		// No sluice.io/xds routing and no cluster router: nothing to
+		// publish or wait for.
 		r.Submit(key, rollout.TrafficAcked{Gen: a.Gen})
 		return
 	}

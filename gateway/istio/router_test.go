@@ -164,15 +164,3 @@ func TestApplyWithoutIstio(t *testing.T) {
 		}
 	}
 }
-
-// clusterRouter is the router contract of issue 14 (controller/runner's
-// ClusterRouter on the gwapi branch), with this package's Verification:
-// the Router must keep to it.
-type clusterRouter interface {
-	Name() string
-	Apply(ctx context.Context, t api.Traffic) (token string, err error)
-	Verify(ctx context.Context, key api.Key, token string) (Verification, error)
-	Release(ctx context.Context, key api.Key, r *api.ClusterRouting) error
-}
-
-var _ clusterRouter = (*Router)(nil)

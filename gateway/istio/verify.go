@@ -15,14 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// Verification is Verify's answer when the write was taken.
-type Verification struct {
-	// Verified is true when istiod reported every object reconciled at
-	// the written generation or later.
-	Verified bool
-	// Message says why not, when not.
-	Message string
-}
+// Verification is Verify's answer when the write was taken: Verified
+// when istiod reported every object reconciled at the written generation
+// or later, else the reason in Message.
+type Verification = gateway.Verification
 
 // UnverifiedMessage is Verify's message when Istio reports no status.
 const UnverifiedMessage = "weight unverified: Istio reports no status (enable istiod's status reporting, PILOT_ENABLE_STATUS)"

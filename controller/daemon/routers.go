@@ -1,0 +1,113 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/runner"
+	"github.com/sluice-dev/sluice/gateway"
+)
+
+// routedTraffic drives sluice's xDS and the cluster routers (Gateway API,
+// Istio) together, as one runner.Traffic: SetTraffic publishes the xDS
+// traffic and writes every router's objects; WaitForAck returns once the
+// xDS clients ACKed and every router verified its write. A router that
+// rejects a write is a NACK (its error wraps gateway.ErrNack): the runner
+// holds the step and alerts xds-nack, as for an xDS NACK.
+type routedTraffic struct {
+	xds     runner.Traffic
+	routers []gateway.ClusterRouter
+	// applyTimeout bounds one router's writes (SetTraffic has no context).
+	applyTimeout time.Duration
+	log          *slog.Logger
+}
+
+var _ runner.Traffic = (*routedTraffic)(nil)
+
+// routedVersion is the version routedTraffic hands out: the xDS version
+// and each router's token, so that WaitForAck needs no state of its own.
+type routedVersion struct {
+	Rollout api.Key           `json:"rollout"`
+	XDS     string            `json:"xds,omitempty"`
+	Tokens  map[string]string `json:"tokens,omitempty"`
+}
+
+// SetTraffic publishes t to xDS (when it names a host) and writes it into
+// every router t.Routing names.
+func (r *routedTraffic) SetTraffic(t api.Traffic) (string, error) {
+	v := routedVersion{Rollout: t.Rollout}
+	if t.Host != "" {
+		var err error
+		if v.XDS, err = r.xds.SetTraffic(t); err != nil {
+			return "", err
+		}
+	}
+	if t.Routing != nil {
+		v.Tokens = map[string]string{}
+		for _, cr := range r.routers {
+			ctx, cancel := context.WithTimeout(context.Background(), r.applyTimeout)
+			tok, err := cr.Apply(ctx, t)
+			cancel()
+			if err != nil {
+				return "", fmt.Errorf("%s router: %w", cr.Name(), err)
+			}
+			if tok != "" {
+				v.Tokens[cr.Name()] = tok
+			}
+		}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("traffic version: %w", err)
+	}
+	return string(b), nil
+}
+
+// WaitForAck waits for the xDS ACK, then for every router's verification.
+// A router that cannot tell (Istio without status) lets the step go on
+// and says so in the log.
+func (r *routedTraffic) WaitForAck(ctx context.Context, host, version string) error {
+	var v routedVersion
+	if err := json.Unmarshal([]byte(version), &v); err != nil {
+		return fmt.Errorf("traffic version %q: %w", version, err)
+	}
+	if v.XDS != "" {
+		if err := r.xds.WaitForAck(ctx, host, v.XDS); err != nil {
+			return err
+		}
+	}
+	for _, cr := range r.routers {
+		tok, ok := v.Tokens[cr.Name()]
+		if !ok {
+			continue
+		}
+		res, err := cr.Verify(ctx, v.Rollout, tok)
+		if err != nil {
+			return fmt.Errorf("%s router: %w", cr.Name(), err)
+		}
+		if !res.Verified {
+			r.log.Warn("router write taken but unverified", "rollout", v.Rollout.String(), "router", cr.Name(), "message", res.Message)
+		}
+	}
+	return nil
+}
+
+// release gives a rollout removed from git its routes back: a single 100%
+// stable backend and none of sluice's rules, in every router.
+func (r *routedTraffic) release(ctx context.Context, key api.Key, cr *api.ClusterRouting) error {
+	if cr == nil {
+		return nil
+	}
+	var errs []error
+	for _, rt := range r.routers {
+		if err := rt.Release(ctx, key, cr); err != nil {
+			errs = append(errs, fmt.Errorf("%s router: %w", rt.Name(), err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,221 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/sluice-dev/sluice/controller/httpapi"
+	"github.com/sluice-dev/sluice/controller/rollout"
+	"github.com/sluice-dev/sluice/gateway/gatewayapi/gatewayapitest"
+	"github.com/sluice-dev/sluice/internal/kubetest"
+)
+
+// routeWorld is a namespace with the cluster routers' objects in it and
+// fake controllers that write their status: no gateway implementation
+// runs in these tests, so gatewayapitest.Controller plays the gateway's
+// controller (Accepted/ResolvedRefs at the route's generation, per the
+// Gateway API conformance rules). A VirtualService and its fake status
+// writer can be added beside the HTTPRoute the same way.
+type routeWorld struct {
+	c    *kubetest.Cluster
+	ns   string
+	gw   gwclient.Interface
+	fake *gatewayapitest.Controller
+}
+
+func newRouteWorld(t *testing.T, c *kubetest.Cluster, ns string) *routeWorld {
+	t.Helper()
+	ctx := t.Context()
+	if err := gatewayapitest.InstallCRDs(ctx, c.Config); err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gwclient.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &routeWorld{c: c, ns: ns, gw: gw, fake: gatewayapitest.NewController(gw)}
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.fake.Run(runCtx, 50*time.Millisecond) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return w
+}
+
+// services creates the rollout's stable and canary Services, whose
+// selectors sluice pins to each side's pods.
+func (w *routeWorld) services(t *testing.T, app string, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: w.ns},
+			Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": app}, Ports: []corev1.ServicePort{{Port: 80}}},
+		}
+		if _, err := w.c.Client.CoreV1().Services(w.ns).Create(t.Context(), svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// httpRoute creates the user's HTTPRoute: a rule of their own (/static)
+// and the rule to the stable Service that sluice manages.
+func (w *routeWorld) httpRoute(t *testing.T, name, stable string) {
+	t.Helper()
+	route := &gwv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.ns},
+		Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "edge"}}},
+			Rules: []gwv1.HTTPRouteRule{{
+				Name:        ptr.To(gwv1.SectionName("static")),
+				Matches:     []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: ptr.To(gwv1.PathMatchPathPrefix), Value: ptr.To("/static")}}},
+				BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "static-files", Port: ptr.To(gwv1.PortNumber(80))}}}},
+			}, {
+				BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: gwv1.ObjectName(stable), Port: ptr.To(gwv1.PortNumber(80))}}}},
+			}},
+		},
+	}
+	if _, err := w.gw.GatewayV1().HTTPRoutes(w.ns).Create(t.Context(), route, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// routeShape is the route's rules in a few plain words: each rule's name
+// ("-" for none) and its backends with weights, e.g.
+// "static[static-files:1] sluice-header-beta[kg-canary:1] -[kg-stable:80 kg-canary:20]".
+func (w *routeWorld) routeShape(t *testing.T, name string) string {
+	t.Helper()
+	r, err := w.gw.GatewayV1().HTTPRoutes(w.ns).Get(ctxFor(t, 10*time.Second), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []string
+	for _, rule := range r.Spec.Rules {
+		n := "-"
+		if rule.Name != nil {
+			n = string(*rule.Name)
+		}
+		var refs []string
+		for _, b := range rule.BackendRefs {
+			refs = append(refs, fmt.Sprintf("%s:%d", b.Name, ptr.Deref(b.Weight, 1)))
+		}
+		for _, f := range rule.Filters {
+			if f.RequestMirror != nil {
+				refs = append(refs, fmt.Sprintf("mirror:%s@%d%%", f.RequestMirror.BackendRef.Name, ptr.Deref(f.RequestMirror.Percent, 100)))
+			}
+		}
+		parts = append(parts, n+"["+strings.Join(refs, " ")+"]")
+	}
+	return strings.Join(parts, " ")
+}
+
+func (w *routeWorld) waitRoute(t *testing.T, name, want string) {
+	t.Helper()
+	kubetest.Eventually(t, 30*time.Second, "HTTPRoute "+name+" = "+want, func() (bool, string) {
+		got := w.routeShape(t, name)
+		return got == want, got
+	})
+}
+
+// TestKubeGatewayAPIRoute runs a Kubernetes-mode canary of a Rollout that
+// names an HTTPRoute (and no xDS) through the real binary: the route is
+// right after every step (weights, header route, mirror, promotion, and
+// separately an abort), each step waits until the fake gateway reports
+// the write taken, and the user's own rule is never touched.
+func TestKubeGatewayAPIRoute(t *testing.T) {
+	c := kubetest.Shared(t)
+	ns := c.Namespace(t)
+	w := newRouteWorld(t, c, ns)
+	w.services(t, "kg", "kg-stable", "kg-canary")
+	w.httpRoute(t, "kg", "kg-stable")
+	repo := newGitRepo(t)
+	spec := kubeRollout{Name: "kg", Namespace: ns, Version: v1, Replicas: 2,
+		Canary: "stableService: kg-stable\ncanaryService: kg-canary\n",
+		Steps: `- setWeight: 20
+- pause: {}
+- setHeaderRoute: {name: beta, match: [{headerName: X-Canary, headerValue: {exact: "yes"}}]}
+- pause: {}
+- setMirrorRoute: {name: shadow, percentage: 50, match: [{path: {prefix: /api}}]}
+- pause: {}
+`,
+		TrafficRouting: `managedRoutes: [{name: beta}, {name: shadow}]
+plugins:
+  argoproj-labs/gatewayAPI: {httpRoute: kg}
+`}
+	repo.push("v1", map[string]string{"rollouts/kg.yaml": spec.yaml()})
+	d := startDaemon(t, repo, "--kubernetes", "--kubeconfig", c.Kubeconfig, "--ack-timeout", "2m")
+	d.waitStatus(ns+"/kg", 60*time.Second, "stable v1", func(s httpapi.RolloutStatus) bool {
+		return s.Phase == rollout.PhaseHealthy && s.StableVersion == v1
+	})
+	const user = "static[static-files:1] "
+	w.waitRoute(t, "kg", user+"-[kg-stable:100]")
+
+	// The gateway holds its status: the step has written the route but
+	// waits for the gateway before it goes on.
+	w.fake.Set(ns, "kg", gatewayapitest.Hold)
+	spec.Version = v2
+	commit := repo.push("v2", map[string]string{"rollouts/kg.yaml": spec.yaml()})
+	w.waitRoute(t, "kg", user+"-[kg-stable:80 kg-canary:20]")
+	held := time.Now()
+	for time.Since(held) < 3*time.Second {
+		if st, ok := d.status(ns + "/kg"); ok && st.Phase == rollout.PhasePaused {
+			t.Fatalf("the step went on before the gateway reported the route taken: %+v", st)
+		}
+		time.Sleep(100 * time.Millisecond) // sampling a state that must not change, not synchronising
+	}
+	w.fake.Set(ns, "kg", gatewayapitest.Accept)
+	d.waitStatus(ns+"/kg", 60*time.Second, "paused at 20 % once verified", func(s httpapi.RolloutStatus) bool {
+		return s.Commit == commit && s.Phase == rollout.PhasePaused && s.Weights.Canary == 20
+	})
+
+	d.cli("promote", ns+"/kg")
+	w.waitRoute(t, "kg", user+"sluice-header-beta[kg-canary:1] -[kg-stable:80 kg-canary:20]")
+	d.waitStatus(ns+"/kg", 60*time.Second, "paused after the header route", func(s httpapi.RolloutStatus) bool {
+		return s.Phase == rollout.PhasePaused && s.StepIndex == 3
+	})
+	d.cli("promote", ns+"/kg")
+	w.waitRoute(t, "kg", user+"sluice-header-beta[kg-canary:1] sluice-mirror-shadow[kg-stable:80 kg-canary:20 mirror:kg-canary@50%] -[kg-stable:80 kg-canary:20]")
+	d.waitStatus(ns+"/kg", 60*time.Second, "paused after the mirror", func(s httpapi.RolloutStatus) bool {
+		return s.Phase == rollout.PhasePaused && s.StepIndex == 5
+	})
+	d.cli("promote", ns+"/kg")
+	d.waitStatus(ns+"/kg", 60*time.Second, "promoted", func(s httpapi.RolloutStatus) bool {
+		return s.Phase == rollout.PhaseHealthy && s.StableVersion == v2
+	})
+	w.waitRoute(t, "kg", user+"-[kg-stable:100]")
+
+	// Separately, an abort: the canary's weight and routes go.
+	const v3 = "e2e/app:v3"
+	spec.Version = v3
+	repo.push("v3", map[string]string{"rollouts/kg.yaml": spec.yaml()})
+	d.waitStatus(ns+"/kg", 60*time.Second, "v3 paused at 20 %", func(s httpapi.RolloutStatus) bool {
+		return s.CanaryVersion == v3 && s.Phase == rollout.PhasePaused && s.Weights.Canary == 20
+	})
+	d.cli("promote", ns+"/kg")
+	w.waitRoute(t, "kg", user+"sluice-header-beta[kg-canary:1] -[kg-stable:80 kg-canary:20]")
+	d.cli("abort", ns+"/kg")
+	d.waitStatus(ns+"/kg", 60*time.Second, "aborted", func(s httpapi.RolloutStatus) bool {
+		return s.Phase == rollout.PhaseDegraded && s.StableVersion == v2
+	})
+	w.waitRoute(t, "kg", user+"-[kg-stable:100]")
+
+	// A gateway that rejects the route is a NACK: the step holds with the
+	// condition's reason (the xds-nack path) and never reaches its pause.
+	w.fake.Set(ns, "kg", gatewayapitest.Reject)
+	const v4 = "e2e/app:v4"
+	spec.Version = v4
+	repo.push("v4", map[string]string{"rollouts/kg.yaml": spec.yaml()})
+	st := d.waitStatus(ns+"/kg", 60*time.Second, "held on the rejected route", func(s httpapi.RolloutStatus) bool {
+		return s.CanaryVersion == v4 && strings.Contains(s.Message, gatewayapitest.RejectReason)
+	})
+	if st.StepIndex != 0 || !strings.Contains(st.Message, "xDS NACK") {
+		t.Errorf("a rejected route let the step go on: %+v", st)
+	}
+}
