@@ -11,33 +11,25 @@ import (
 )
 
 // BenchmarkSetTraffic publishes one weight change while the server holds
-// 1,000 rollouts: translation, validation, and the new generation
-// (including the shared sluice-http route configuration). No client is
-// connected, so no response is built or sent; fan-out to streams is what
-// gateway/bench measures.
+// 1,000 or 10,000 rollouts: translation, validation, and the new
+// generation. No client is connected, so no response is built or sent;
+// fan-out to streams is what gateway/bench measures. The cost of one
+// change should not grow with the number of rollouts.
 func BenchmarkSetTraffic(b *testing.B) {
-	s, err := New(Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	mk := func(i int, canary int32) api.Traffic {
-		return api.Traffic{
-			Rollout: api.Key{Namespace: "bench", Name: fmt.Sprintf("svc-%d", i)}, Host: fmt.Sprintf("svc-%d.internal", i),
-			StableEndpoints: []string{"10.0.0.1:80", "10.0.0.2:80"}, CanaryEndpoints: []string{"10.0.1.1:80"},
-			Weights:      api.CanaryWeights(canary),
-			HeaderRoutes: []api.HeaderRoute{{Name: "testers", Match: []api.HeaderMatch{{HeaderName: "x-canary", HeaderValue: api.StringMatch{Exact: "always"}}}}},
-		}
-	}
-	for i := range 1000 {
-		if _, err := s.SetTraffic(mk(i, 10)); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ResetTimer()
-	for i := range b.N {
-		if _, err := s.SetTraffic(mk(i%1000, int32(11+i%80))); err != nil {
-			b.Fatal(err)
-		}
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("rollouts=%d", n), func(b *testing.B) {
+			s, err := New(Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			loadRollouts(b, s, n)
+			b.ResetTimer()
+			for i := range b.N {
+				if _, err := s.SetTraffic(scaleTraffic(i%n, int32(11+i%80))); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

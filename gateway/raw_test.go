@@ -21,7 +21,10 @@ import (
 
 func adsClient(t testing.TB, addr string) discoveryv3.AggregatedDiscoveryServiceClient {
 	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// Envoy takes responses of any size; the sluice-http route of 10,000
+	// rollouts is more than gRPC's default 4 MiB.
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,127 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/api"
+	"google.golang.org/protobuf/proto"
+)
+
+// scaleTraffic is rollout i of a large fleet: one header route, two
+// stable endpoints and one canary endpoint, as in BenchmarkSetTraffic.
+func scaleTraffic(i int, canary int32) api.Traffic {
+	return api.Traffic{
+		Rollout: api.Key{Namespace: fmt.Sprintf("ns-%d", i%100), Name: fmt.Sprintf("svc-%d", i)}, Host: fmt.Sprintf("svc-%d.internal", i),
+		StableEndpoints: []string{"10.0.0.1:80", "10.0.0.2:80"}, CanaryEndpoints: []string{"10.0.1.1:80"},
+		Weights:      api.CanaryWeights(canary),
+		HeaderRoutes: []api.HeaderRoute{{Name: "testers", Match: []api.HeaderMatch{{HeaderName: "x-canary", HeaderValue: api.StringMatch{Exact: "always"}}}}},
+	}
+}
+
+// loadRollouts publishes n rollouts in one generation: publishing them one
+// by one costs O(n²) with the combined sluice-http route, minutes at
+// 10,000, and the benchmarks measure a change, not the load.
+func loadRollouts(tb testing.TB, s *Server, n int) {
+	tb.Helper()
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	cur := s.snap.Load()
+	base := &snapshot{gen: cur.gen, rollouts: map[api.Key]*rolloutState{}, hosts: cur.hosts, types: cur.types}
+	var last *rolloutState
+	for i := range n {
+		t := scaleTraffic(i, 10)
+		res, err := Translate(t)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		vhost, err := proto.MarshalOptions{Deterministic: true}.Marshal(res.VirtualHost)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		h := trafficHash(t)
+		ro := &rolloutState{traffic: t, res: res, hash: h, gen: cur.gen + 1, vhost: vhost, version: fmt.Sprintf("%d-%s", cur.gen+1, h)}
+		if i < n-1 {
+			base.rollouts[t.Rollout] = ro
+		}
+		last = ro
+	}
+	next, _, err := base.next(last.traffic.Rollout, last, s.opts.EnvoyPort, true)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.snap.Store(next)
+	s.notify()
+}
+
+// BenchmarkOneRolloutChangeBytes serves n rollouts to four subscribers — a
+// gRPC-shaped one of one host (its Listener, RouteConfiguration, clusters
+// and endpoints) and an Envoy-shaped one of the sluice-http listener (every
+// listener and cluster by wildcard, and the routes the listener points
+// at), each over delta and over state of the world — then changes one
+// rollout's weight per iteration and waits until every subscriber ACKed
+// it. It reports the bytes each subscriber received per change
+// (proto.Size of the responses).
+func BenchmarkOneRolloutChangeBytes(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("rollouts=%d", n), func(b *testing.B) {
+			srv := startServer(b, "127.0.0.1:0", nil)
+			loadRollouts(b, srv.Server, n)
+			changed := scaleTraffic(0, 10)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			subs := []*follower{
+				startFollower(ctx, b, srv.addr, "grpc-delta", true, false, changed.Host),
+				startFollower(ctx, b, srv.addr, "grpc-sotw", false, false, changed.Host),
+				startFollower(ctx, b, srv.addr, "envoy-delta", true, true, ""),
+				startFollower(ctx, b, srv.addr, "envoy-sotw", false, true, ""),
+			}
+			waitComplete(b, subs)
+			before := make([]int64, len(subs))
+			for i, f := range subs {
+				before[i] = f.received()
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				v, err := srv.SetTraffic(scaleTraffic(0, int32(11+i%80)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
+				err = srv.WaitForAck(wctx, changed.Host, v)
+				wcancel()
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			for i, f := range subs {
+				b.ReportMetric(float64(f.received()-before[i])/float64(b.N), "B/change-"+f.name)
+			}
+		})
+	}
+}
+
+// waitComplete waits until every follower holds everything it subscribed
+// to.
+func waitComplete(tb testing.TB, subs []*follower) {
+	tb.Helper()
+	deadline := time.Now().Add(120 * time.Second)
+	for _, f := range subs {
+		for {
+			ok, err := f.complete()
+			if err != nil {
+				tb.Fatalf("%s: %v", f.name, err)
+			}
+			if ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				tb.Fatalf("%s did not receive everything it subscribed to within 120s", f.name)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
