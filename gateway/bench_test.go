@@ -16,20 +16,22 @@ import (
 // fan-out to streams is what gateway/bench measures. The cost of one
 // change should not grow with the number of rollouts.
 func BenchmarkSetTraffic(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
-		b.Run(fmt.Sprintf("rollouts=%d", n), func(b *testing.B) {
-			s, err := New(Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			loadRollouts(b, s, n)
-			b.ResetTimer()
-			for i := range b.N {
-				if _, err := s.SetTraffic(scaleTraffic(i%n, int32(11+i%80))); err != nil {
+	for _, layout := range []EnvoyRouteLayout{EnvoyRoutesCombined, EnvoyRoutesScoped} {
+		for _, n := range []int{1000, 10000} {
+			b.Run(fmt.Sprintf("layout=%s/rollouts=%d", layout, n), func(b *testing.B) {
+				s, err := New(Options{EnvoyRoutes: layout})
+				if err != nil {
 					b.Fatal(err)
 				}
-			}
-		})
+				loadRollouts(b, s, n)
+				b.ResetTimer()
+				for i := range b.N {
+					if _, err := s.SetTraffic(scaleTraffic(i%n, int32(11+i%80))); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
 

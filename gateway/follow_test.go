@@ -35,7 +35,7 @@ type follower struct {
 
 	mu       sync.Mutex
 	bytes    int64
-	perType  map[string]int64 // bytes per type URL
+	perType  map[string]int64           // bytes per type URL
 	names    map[string]map[string]bool // subscribed names per type URL (nil map: wildcard)
 	have     map[string]map[string]*anypb.Any
 	answered map[string]bool // type URLs that got at least one response

@@ -129,7 +129,7 @@ func resourceNames(r *discoveryv3.DiscoveryResponse) []string {
 // TestSotwPerTypeVersions checks that a weight change sends only routes, an
 // endpoint change only endpoints, and that a NACKed response is not re-sent.
 func TestSotwPerTypeVersions(t *testing.T) {
-	srv := startServer(t, "127.0.0.1:0", nil)
+	srv := startServer(t, "127.0.0.1:0", func(o *Options) { o.EnvoyRoutes = EnvoyRoutesCombined }) // subscribes to the sluice-http route
 	ver, err := srv.SetTraffic(traffic(nil))
 	if err != nil {
 		t.Fatal(err)

@@ -29,26 +29,24 @@ func loadRollouts(tb testing.TB, s *Server, n int) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	cur := s.snap.Load()
-	base := &snapshot{gen: cur.gen, rollouts: map[api.Key]*rolloutState{}, hosts: cur.hosts, types: cur.types}
-	var last *rolloutState
+	changes := make([]rolloutChange, 0, n)
 	for i := range n {
 		t := scaleTraffic(i, 10)
 		res, err := Translate(t)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		vhost, err := proto.MarshalOptions{Deterministic: true}.Marshal(res.VirtualHost)
-		if err != nil {
-			tb.Fatal(err)
+		var vhost []byte
+		if s.env.layout == EnvoyRoutesCombined {
+			if vhost, err = (proto.MarshalOptions{Deterministic: true}).Marshal(res.VirtualHost); err != nil {
+				tb.Fatal(err)
+			}
 		}
 		h := trafficHash(t)
 		ro := &rolloutState{traffic: t, res: res, hash: h, gen: cur.gen + 1, vhost: vhost, version: fmt.Sprintf("%d-%s", cur.gen+1, h)}
-		if i < n-1 {
-			base.rollouts[t.Rollout] = ro
-		}
-		last = ro
+		changes = append(changes, rolloutChange{t.Rollout, ro})
 	}
-	next, _, err := base.next(last.traffic.Rollout, last, s.opts.EnvoyPort, true)
+	next, _, err := cur.next(changes, s.env, true)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -65,42 +63,48 @@ func loadRollouts(tb testing.TB, s *Server, n int) {
 // it. It reports the bytes each subscriber received per change
 // (proto.Size of the responses).
 func BenchmarkOneRolloutChangeBytes(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
-		b.Run(fmt.Sprintf("rollouts=%d", n), func(b *testing.B) {
-			srv := startServer(b, "127.0.0.1:0", nil)
-			loadRollouts(b, srv.Server, n)
-			changed := scaleTraffic(0, 10)
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			subs := []*follower{
-				startFollower(ctx, b, srv.addr, "grpc-delta", true, false, changed.Host),
-				startFollower(ctx, b, srv.addr, "grpc-sotw", false, false, changed.Host),
-				startFollower(ctx, b, srv.addr, "envoy-delta", true, true, ""),
-				startFollower(ctx, b, srv.addr, "envoy-sotw", false, true, ""),
-			}
-			waitComplete(b, subs)
-			before := make([]int64, len(subs))
-			for i, f := range subs {
-				before[i] = f.received()
-			}
-			b.ResetTimer()
-			for i := range b.N {
-				v, err := srv.SetTraffic(scaleTraffic(0, int32(11+i%80)))
-				if err != nil {
-					b.Fatal(err)
-				}
-				wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
-				err = srv.WaitForAck(wctx, changed.Host, v)
-				wcancel()
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			for i, f := range subs {
-				b.ReportMetric(float64(f.received()-before[i])/float64(b.N), "B/change-"+f.name)
-			}
-		})
+	for _, layout := range []EnvoyRouteLayout{EnvoyRoutesCombined, EnvoyRoutesScoped} {
+		for _, n := range []int{1000, 10000} {
+			b.Run(fmt.Sprintf("layout=%s/rollouts=%d", layout, n), func(b *testing.B) {
+				benchOneChange(b, layout, n)
+			})
+		}
+	}
+}
+
+func benchOneChange(b *testing.B, layout EnvoyRouteLayout, n int) {
+	srv := startServer(b, "127.0.0.1:0", func(o *Options) { o.EnvoyRoutes = layout })
+	loadRollouts(b, srv.Server, n)
+	changed := scaleTraffic(0, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	subs := []*follower{
+		startFollower(ctx, b, srv.addr, "grpc-delta", true, false, changed.Host),
+		startFollower(ctx, b, srv.addr, "grpc-sotw", false, false, changed.Host),
+		startFollower(ctx, b, srv.addr, "envoy-delta", true, true, ""),
+		startFollower(ctx, b, srv.addr, "envoy-sotw", false, true, ""),
+	}
+	waitComplete(b, subs)
+	before := make([]int64, len(subs))
+	for i, f := range subs {
+		before[i] = f.received()
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		v, err := srv.SetTraffic(scaleTraffic(0, int32(11+i%80)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
+		err = srv.WaitForAck(wctx, changed.Host, v)
+		wcancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	for i, f := range subs {
+		b.ReportMetric(float64(f.received()-before[i])/float64(b.N), "B/change-"+f.name)
 	}
 }
 
