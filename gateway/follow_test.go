@@ -40,6 +40,7 @@ type follower struct {
 	have     map[string]map[string]*anypb.Any
 	answered map[string]bool // type URLs that got at least one response
 	removed  map[string][]string
+	log      []received // every response, in order
 	err      error
 
 	sotwNonce   map[string]string
@@ -131,6 +132,7 @@ func (f *follower) handle(resp proto.Message, typ, nonce string, res []*anypb.An
 		delete(f.have[typ], n)
 	}
 	f.removed[typ] = append(f.removed[typ], removed...)
+	got := received{typ: typ, removed: slices.Sorted(slices.Values(removed))}
 	refs := map[string][]string{}
 	for _, a := range res {
 		name, r, err := references(a, f.envoy)
@@ -138,11 +140,14 @@ func (f *follower) handle(resp proto.Message, typ, nonce string, res []*anypb.An
 			f.mu.Unlock()
 			return fmt.Errorf("%s: %w", f.name, err)
 		}
+		got.names = append(got.names, name)
 		f.have[typ][name] = a
 		for t, ns := range r {
 			refs[t] = append(refs[t], ns...)
 		}
 	}
+	slices.Sort(got.names)
+	f.log = append(f.log, got)
 	// New names to subscribe to, per type.
 	grow := map[string][]string{}
 	for t, ns := range refs {
@@ -338,4 +343,30 @@ func (f *follower) receivedByType() map[string]int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return stdmaps.Clone(f.perType)
+}
+
+// received is one response as a follower saw it.
+type received struct {
+	typ     string
+	names   []string // resources in it, sorted
+	removed []string // removed_resources (delta), sorted
+}
+
+func (r received) String() string {
+	return fmt.Sprintf("%s %v removed %v", r.typ[len(resourcev3.APITypePrefix):], r.names, r.removed)
+}
+
+// responses returns how many responses the follower got so far, to mark
+// a point in its log.
+func (f *follower) responses() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.log)
+}
+
+// since returns the responses after mark.
+func (f *follower) since(mark int) []received {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.log[mark:])
 }

@@ -111,13 +111,19 @@ func TestTranslateGolden(t *testing.T) {
 			if err := er.ValidateAll(); err != nil {
 				t.Fatalf("sluice-http route: %v", err)
 			}
+			scoped := EnvoyListener(10000, EnvoyRoutesScoped)
+			if err := ValidateEnvoy(scoped, nil); err != nil {
+				t.Fatalf("ValidateEnvoy (scoped): %v", err)
+			}
 			goldenJSON(t, "translate/"+tc.name+".json", stableJSON(t, []namedMsg{
 				{name: "listener", msg: res.Listener},
 				{name: "route", msg: res.Route},
 				{name: "clusters", list: msgs(res.Clusters)},
 				{name: "endpoints", list: msgs(res.Endpoints)},
-				{name: "envoyListener", msg: el},
-				{name: "envoyRoute", msg: er},
+				{name: "scope", msg: res.Scope},
+				{name: "envoyListener", msg: scoped},
+				{name: "combinedEnvoyListener", msg: el},
+				{name: "combinedEnvoyRoute", msg: er},
 			}))
 		})
 	}
