@@ -21,6 +21,12 @@ import (
 
 func adsClient(t testing.TB, addr string) discoveryv3.AggregatedDiscoveryServiceClient {
 	t.Helper()
+	return discoveryv3.NewAggregatedDiscoveryServiceClient(adsConn(t, addr))
+}
+
+// adsConn dials addr for raw ADS streams, closed when the test ends.
+func adsConn(t testing.TB, addr string) *grpc.ClientConn {
+	t.Helper()
 	// Envoy takes responses of any size; the sluice-http route of 10,000
 	// rollouts is more than gRPC's default 4 MiB.
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -29,7 +35,7 @@ func adsClient(t testing.TB, addr string) discoveryv3.AggregatedDiscoveryService
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	return discoveryv3.NewAggregatedDiscoveryServiceClient(cc)
+	return cc
 }
 
 type sotwClient struct {

@@ -87,7 +87,7 @@ func benchOneChange(b *testing.B, layout EnvoyRouteLayout, n int) {
 	waitComplete(b, subs)
 	before := make([]int64, len(subs))
 	for i, f := range subs {
-		before[i] = f.received()
+		before[i] = f.Received()
 	}
 	b.ResetTimer()
 	for i := range b.N {
@@ -104,7 +104,7 @@ func benchOneChange(b *testing.B, layout EnvoyRouteLayout, n int) {
 	}
 	b.StopTimer()
 	for i, f := range subs {
-		b.ReportMetric(float64(f.received()-before[i])/float64(b.N), "B/change-"+f.name)
+		b.ReportMetric(float64(f.Received()-before[i])/float64(b.N), "B/change-"+f.name)
 	}
 }
 
@@ -115,7 +115,7 @@ func waitComplete(tb testing.TB, subs []*follower) {
 	deadline := time.Now().Add(120 * time.Second)
 	for _, f := range subs {
 		for {
-			ok, err := f.complete()
+			ok, err := f.Complete()
 			if err != nil {
 				tb.Fatalf("%s: %v", f.name, err)
 			}

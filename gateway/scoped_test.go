@@ -28,7 +28,7 @@ func basketTraffic() api.Traffic {
 // route configuration.
 func canaryWeight(t *testing.T, f *follower, host string) uint32 {
 	t.Helper()
-	a := f.resource(resourcev3.RouteType, host)
+	a := f.Resource(resourcev3.RouteType, host)
 	if a == nil {
 		t.Fatalf("%s has no route configuration %s", f.name, host)
 	}
@@ -76,12 +76,12 @@ func TestEnvoyScopedRoutes(t *testing.T) {
 			waitComplete(t, []*follower{envoy})
 			hosts := []string{"cart.internal", host}
 			for _, typ := range []string{resourcev3.ScopedRouteType, resourcev3.RouteType} {
-				if got := envoy.haveNames(typ); !slices.Equal(got, hosts) {
+				if got := envoy.Names(typ); !slices.Equal(got, hosts) {
 					t.Fatalf("%s: %v, want %v", typ, got, hosts)
 				}
 			}
 
-			mark := envoy.responses()
+			mark := envoy.Responses()
 			v, err := srv.SetTraffic(traffic(func(tr *api.Traffic) { tr.Weights = api.CanaryWeights(40) }))
 			if err != nil {
 				t.Fatal(err)
@@ -90,17 +90,17 @@ func TestEnvoyScopedRoutes(t *testing.T) {
 			if w := canaryWeight(t, envoy, host); w != 40 {
 				t.Fatalf("canary weight %d after the change, want 40", w)
 			}
-			got := envoy.since(mark)
+			got := envoy.Since(mark)
 			for _, r := range got {
-				if r.typ != resourcev3.RouteType {
+				if r.TypeURL != resourcev3.RouteType {
 					t.Errorf("weight change sent %v; want route configurations only", r)
 				}
 			}
-			if tc.delta && (len(got) != 1 || !slices.Equal(got[0].names, []string{host})) {
+			if tc.delta && (len(got) != 1 || !slices.Equal(got[0].Names, []string{host})) {
 				t.Errorf("delta: weight change sent %v; want exactly RouteConfiguration %s", got, host)
 			}
 
-			mark = envoy.responses()
+			mark = envoy.Responses()
 			v, err = srv.SetTraffic(basketTraffic())
 			if err != nil {
 				t.Fatal(err)
@@ -110,13 +110,13 @@ func TestEnvoyScopedRoutes(t *testing.T) {
 				resourcev3.ScopedRouteType: "basket.internal", resourcev3.RouteType: "basket.internal", resourcev3.ListenerType: "basket.internal",
 				resourcev3.ClusterType: "shop/basket/stable", resourcev3.EndpointType: "shop/basket/canary",
 			} {
-				if envoy.resource(typ, name) == nil {
+				if envoy.Resource(typ, name) == nil {
 					t.Errorf("after adding shop/basket the subscriber has no %s %s", typ, name)
 				}
 			}
 			if tc.delta {
-				for _, r := range envoy.since(mark) {
-					for _, n := range r.names {
+				for _, r := range envoy.Since(mark) {
+					for _, n := range r.Names {
 						if n != "basket.internal" && n != "shop/basket/stable" && n != "shop/basket/canary" {
 							t.Errorf("adding shop/basket sent %v; want shop/basket's resources only", r)
 						}
@@ -134,13 +134,13 @@ func TestEnvoyScopedRoutes(t *testing.T) {
 			}
 			eventually(t, 10*time.Second, "shop/basket's resources withdrawn", func() bool {
 				for typ, name := range gone {
-					if envoy.resource(typ, name) != nil {
+					if envoy.Resource(typ, name) != nil {
 						return false
 					}
 				}
 				return true
 			})
-			if ok, err := envoy.complete(); err != nil {
+			if ok, err := envoy.Complete(); err != nil {
 				t.Fatalf("stream: %v (ok %v)", err, ok)
 			}
 		})
