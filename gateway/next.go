@@ -1,22 +1,27 @@
 package gateway
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	iradix "github.com/hashicorp/go-immutable-radix/v2"
 	"github.com/sluice-dev/sluice/api"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
-// rolloutChange is one rollout's new state in a publish; a nil ro removes
-// the rollout.
+// rolloutChange is one rollout's new state and resources in a publish; a
+// nil ro removes the rollout.
 type rolloutChange struct {
 	key api.Key
 	ro  *rolloutState
+	res *Resources
+}
+
+// ownedName is one resource a rollout published.
+type ownedName struct {
+	t    typeIdx
+	name string
 }
 
 // envoyConfig is what the shared sluice-http resources depend on.
@@ -48,14 +53,14 @@ func newEnvoyConfig(port uint32, layout EnvoyRouteLayout) (envoyConfig, error) {
 // layout, whose sluice-http route holds every virtual host and is
 // re-assembled (from encoded bytes) on every change. Resources whose bytes
 // are unchanged keep their pointer and generation.
-func (s *snapshot) next(changes []rolloutChange, env envoyConfig, validate bool) (*snapshot, bool, error) {
+func (s *snapshot) next(changes []rolloutChange, env envoyConfig) (*snapshot, bool, error) {
 	b := newGenBuilder(s)
 	for _, c := range changes {
 		if err := b.apply(c, env.layout); err != nil {
 			return nil, false, err
 		}
 	}
-	if err := b.putShared(env, validate, changes); err != nil {
+	if err := b.putShared(env); err != nil {
 		return nil, false, err
 	}
 	n, changed := b.commit()
@@ -87,7 +92,7 @@ func (b *genBuilder) apply(c rolloutChange, layout EnvoyRouteLayout) error {
 		if k, ok := b.hosts.Get([]byte(old.traffic.Host)); ok && k == c.key {
 			b.hosts.Delete([]byte(old.traffic.Host))
 		}
-		for _, w := range ownedResources(old, layout) {
+		for _, w := range old.owned {
 			b.types[w.t].Delete([]byte(w.name))
 			b.touched[w.t][w.name] = true
 		}
@@ -102,11 +107,14 @@ func (b *genBuilder) apply(c rolloutChange, layout EnvoyRouteLayout) error {
 	}
 	b.hosts.Insert([]byte(host), c.key)
 	b.rollouts.Insert(rolloutTreeKey(c.key), c.ro)
-	for _, w := range ownedResources(c.ro, layout) {
+	owned := ownedResources(c.res, layout)
+	c.ro.owned = make([]ownedName, 0, len(owned))
+	for _, w := range owned {
 		w.owner = c.key
 		if err := b.put(w); err != nil {
 			return err
 		}
+		c.ro.owned = append(c.ro.owned, ownedName{w.t, w.name})
 	}
 	return nil
 }
@@ -129,28 +137,20 @@ func (b *genBuilder) put(w named) error {
 
 // putShared publishes the sluice-http Listener and, in the combined layout,
 // the sluice-http RouteConfiguration of every virtual host.
-func (b *genBuilder) putShared(env envoyConfig, validate bool, changes []rolloutChange) error {
+func (b *genBuilder) putShared(env envoyConfig) error {
 	if err := b.put(env.listener); err != nil {
 		return err
 	}
 	if env.layout != EnvoyRoutesCombined {
 		return nil
 	}
-	var vhosts []*routev3.VirtualHost
+	// No two virtual hosts share a domain: each has exactly H and H:*,
+	// and hosts are unique (apply) and hold no ':' or '*' (checkTraffic).
 	var encoded [][]byte
 	b.rollouts.Root().Walk(func(_ []byte, ro *rolloutState) bool {
-		vhosts, encoded = append(vhosts, ro.res.VirtualHost), append(encoded, ro.vhost)
+		encoded = append(encoded, ro.vhost)
 		return false
 	})
-	if validate {
-		if err := ValidateEnvoy(EnvoyListener(0, EnvoyRoutesCombined), vhosts); err != nil {
-			var ve *ValidationError
-			if errors.As(err, &ve) && len(changes) > 0 {
-				ve.Rollout = changes[0].key
-			}
-			return err
-		}
-	}
 	return b.put(named{t: rds, name: EnvoyName, raw: envoyRouteBytes(encoded)})
 }
 
@@ -182,8 +182,7 @@ func (b *genBuilder) commit() (*snapshot, bool) {
 // ownedResources are one rollout's resources: clusters, endpoints, the
 // gRPC listener and route configuration, and in the scoped Envoy layout
 // its route scope.
-func ownedResources(ro *rolloutState, layout EnvoyRouteLayout) []named {
-	r := ro.res
+func ownedResources(r *Resources, layout EnvoyRouteLayout) []named {
 	out := make([]named, 0, 2*len(r.Clusters)+3)
 	for _, c := range r.Clusters {
 		out = append(out, named{t: cds, name: c.GetName(), msg: c})

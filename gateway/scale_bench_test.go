@@ -43,10 +43,10 @@ func loadRollouts(tb testing.TB, s *Server, n int) {
 			}
 		}
 		h := trafficHash(t)
-		ro := &rolloutState{traffic: t, res: res, hash: h, gen: cur.gen + 1, vhost: vhost, version: fmt.Sprintf("%d-%s", cur.gen+1, h)}
-		changes = append(changes, rolloutChange{t.Rollout, ro})
+		ro := &rolloutState{traffic: t, hash: h, gen: cur.gen + 1, vhost: vhost, version: fmt.Sprintf("%d-%s", cur.gen+1, h)}
+		changes = append(changes, rolloutChange{t.Rollout, ro, res})
 	}
-	next, _, err := cur.next(changes, s.env, true)
+	next, _, err := cur.next(changes, s.env)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -243,8 +243,8 @@ func (s *Server) setTraffic(t api.Traffic, validate bool) (string, error) {
 	if old != nil && old.hash == h {
 		return old.version, nil
 	}
-	ro := &rolloutState{traffic: t, res: res, hash: h, gen: cur.gen + 1, vhost: vhost}
-	next, changed, err := cur.next([]rolloutChange{{t.Rollout, ro}}, s.env, validate)
+	ro := &rolloutState{traffic: t, hash: h, gen: cur.gen + 1, vhost: vhost}
+	next, changed, err := cur.next([]rolloutChange{{t.Rollout, ro, res}}, s.env)
 	if err != nil {
 		return "", err
 	}
@@ -273,7 +273,7 @@ func (s *Server) Remove(key api.Key) error {
 	if cur.rollout(key) == nil {
 		return nil
 	}
-	next, _, err := cur.next([]rolloutChange{{key, nil}}, s.env, true)
+	next, _, err := cur.next([]rolloutChange{{key, nil, nil}}, s.env)
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", key, err)
 	}

@@ -124,11 +124,15 @@ func (ts *typeSet) all() []*resource {
 // rolloutState is what the state keeps per rollout.
 type rolloutState struct {
 	traffic api.Traffic
-	res     *Resources
+	// owned names the rollout's published resources, to withdraw them
+	// later. The Resources themselves are not kept: at 10,000 rollouts
+	// their protos would hold about as much memory as everything else
+	// served (90 MB), and the encoded resources are what is sent.
+	owned   []ownedName
 	version string // returned by SetTraffic, taken by WaitForAck
 	gen     uint64 // generation of version
 	hash    string // hash of traffic
-	vhost   []byte // res.VirtualHost, encoded, for the combined route (nil in the scoped layout)
+	vhost   []byte // the virtual host, encoded, for the combined route (nil in the scoped layout)
 }
 
 // snapshot is one immutable generation of everything served.
