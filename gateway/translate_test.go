@@ -190,6 +190,7 @@ func TestTranslateRejects(t *testing.T) {
 	}{
 		{"no host", func(t *api.Traffic) { t.Host = "" }, "host is empty"},
 		{"reserved host", func(t *api.Traffic) { t.Host = EnvoyName }, "reserved"},
+		{"host with a port", func(t *api.Traffic) { t.Host = "checkout.internal:8080" }, "plain domain"}, // the route scope key ends at ':'
 		{"zero total weight", func(t *api.Traffic) { t.Weights = api.Weights{} }, "total weight is 0"},
 		{"negative weight", func(t *api.Traffic) { t.Weights = api.Weights{Stable: 110, Canary: -10} }, "negative weight"},
 		{"no stable endpoints", func(t *api.Traffic) { t.StableEndpoints = nil }, "no stable endpoints"},
