@@ -17,7 +17,8 @@ type need struct {
 // WaitForAck returns nil once every connected client interested in host has
 // ACKed the given version (as returned by SetTraffic) or a later one. A
 // client is interested when it subscribed to the host's listener or route
-// configuration (gRPC) or to the sluice-http route configuration (Envoy);
+// configuration (gRPC), to its route scope (Envoy, scoped layout) or to the
+// sluice-http route configuration (Envoy, combined layout);
 // it must have ACKed those routes and whatever clusters, endpoints and
 // listeners of the rollout it subscribed to. With no interested client it
 // returns nil at once.
@@ -78,7 +79,7 @@ const fullScanEvery = 100 * time.Millisecond
 // of host yet; it fails on the first NACK.
 func (s *Server) ackStatus(host string, v uint64, w *ackWait) (int, error) {
 	snap := s.snap.Load()
-	key, ok := snap.hosts[host]
+	key, ok := snap.hostKey(host)
 	if !ok {
 		return 0, fmt.Errorf("wait for ack: host %q is not served", host)
 	}
@@ -87,14 +88,15 @@ func (s *Server) ackStatus(host string, v uint64, w *ackWait) (int, error) {
 	}
 	var needs []need
 	add := func(t typeIdx, name string) {
-		if r := snap.types[t].byName[name]; r != nil {
+		if r := snap.types[t].get(name); r != nil {
 			needs = append(needs, need{t, name, min(v, r.gen)})
 		}
 	}
 	add(lds, host)
 	add(rds, host)
+	add(srds, host) // the scoped Envoy layout only
 	add(lds, EnvoyName)
-	add(rds, EnvoyName)
+	add(rds, EnvoyName)                                     // the combined Envoy layout only
 	for _, side := range []Side{Stable, Canary, Baseline} { // add skips a side the rollout lacks
 		add(cds, ClusterName(key, side))
 		add(eds, ClusterName(key, side))
@@ -156,15 +158,19 @@ func (st *stream) ackPending(host string, needs []need) (bool, error) {
 	// Envoy subscribes to all listeners (wildcard): only a named
 	// subscription marks a gRPC client of this host.
 	grpcClient := st.subscribesNamed(lds, host) || st.subscribes(rds, host)
-	envoy := st.subscribes(rds, EnvoyName)
-	if !grpcClient && !envoy {
+	combined := st.subscribes(rds, EnvoyName)
+	// An Envoy with route scopes (wildcard) needs the host's route
+	// configuration too, even before it has asked for it: it asks once it
+	// has the host's scope.
+	scoped := st.subscribes(srds, host)
+	if !grpcClient && !combined && !scoped {
 		return false, nil
 	}
 	for _, n := range needs {
 		switch {
-		case n.t == rds && n.name == host && !grpcClient:
+		case n.t == rds && n.name == host && !grpcClient && !scoped:
 			continue
-		case n.t == rds && n.name == EnvoyName && !envoy:
+		case n.t == rds && n.name == EnvoyName && !combined:
 			continue
 		case n.t == rds: // the routes are always needed by an interested client
 		case !st.subscribes(n.t, n.name):

@@ -27,6 +27,12 @@ type deltaType struct {
 	acked      map[string]uint64 // name -> generation ACKed
 	nackGens   map[string]uint64 // name -> generation NACKed, until ACKed again
 	nack       *Nack
+	// caughtUp says the stream was sent everything of generation synced of
+	// this type for its subscription; a subscription change clears it.
+	// From there a publish is compared on its changed names only, so one
+	// change costs a wildcard subscriber O(changes), not O(resources).
+	caughtUp bool
+	synced   uint64
 }
 
 type deltaSent struct {
@@ -145,6 +151,9 @@ func (s *Server) deltaRequest(st *stream, t typeIdx, req *discoveryv3.DeltaDisco
 			defer s.broadcast()
 		}
 	}
+	if !d.subscribed || len(req.GetResourceNamesSubscribe()) > 0 || len(req.GetResourceNamesUnsubscribe()) > 0 {
+		d.caughtUp = false
+	}
 	if !d.subscribed {
 		d.subscribed = true
 		d.names = map[string]bool{}
@@ -192,24 +201,18 @@ func (s *Server) deltaSend(gs grpc.ServerStream, st *stream, t typeIdx) error {
 		return nil
 	}
 	ts := s.snap.Load().types[t]
+	if d.caughtUp && d.synced == ts.gen {
+		return nil
+	}
 	var out deltaSent
-	if d.wildcard {
-		for _, r := range ts.sorted {
-			if d.sent[r.name] != r.version {
-				out.res = append(out.res, r)
-			}
+	if d.caughtUp && d.synced == ts.prevGen {
+		for _, n := range ts.changed {
+			d.compare(ts, n, &out)
 		}
+	} else {
+		d.compareAll(ts, &out)
 	}
-	for n := range d.names {
-		if r := ts.byName[n]; r != nil && !d.wildcard && d.sent[n] != r.version {
-			out.res = append(out.res, r)
-		}
-	}
-	for n := range d.sent {
-		if ts.byName[n] == nil {
-			out.removed = append(out.removed, n)
-		}
-	}
+	d.caughtUp, d.synced = true, ts.gen
 	if len(out.res) == 0 && len(out.removed) == 0 {
 		return nil
 	}
@@ -244,4 +247,39 @@ func (s *Server) deltaSend(gs grpc.ServerStream, st *stream, t typeIdx) error {
 		d.order = d.order[1:]
 	}
 	return nil
+}
+
+// compare adds name to out when the stream subscribes to it and lacks its
+// current version, or holds it and it is gone.
+func (d *deltaType) compare(ts *typeSet, name string, out *deltaSent) {
+	r := ts.get(name)
+	_, has := d.sent[name]
+	switch {
+	case r == nil && has:
+		out.removed = append(out.removed, name)
+	case r != nil && (d.wildcard || d.names[name]) && d.sent[name] != r.version:
+		out.res = append(out.res, r)
+	}
+}
+
+// compareAll compares the whole subscription: after a subscription change,
+// or when the stream missed a generation.
+func (d *deltaType) compareAll(ts *typeSet, out *deltaSent) {
+	if d.wildcard {
+		for _, r := range ts.all() {
+			if d.sent[r.name] != r.version {
+				out.res = append(out.res, r)
+			}
+		}
+	}
+	for n := range d.names {
+		if r := ts.get(n); r != nil && !d.wildcard && d.sent[n] != r.version {
+			out.res = append(out.res, r)
+		}
+	}
+	for n := range d.sent {
+		if ts.get(n) == nil {
+			out.removed = append(out.removed, n)
+		}
+	}
 }

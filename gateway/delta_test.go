@@ -73,9 +73,11 @@ func deltaNames(r *discoveryv3.DeltaDiscoveryResponse) []string {
 
 // TestDelta checks incremental xDS: initial state, a change sends only the
 // changed resource, removal sends removed names, and a reconnect with
-// initial_resource_versions gets only what differs.
+// initial_resource_versions gets only what differs. It subscribes to the
+// sluice-http route of the combined layout (TestEnvoyScopedRoutes covers
+// the scoped one).
 func TestDelta(t *testing.T) {
-	srv := startServer(t, "127.0.0.1:0", nil)
+	srv := startServer(t, "127.0.0.1:0", func(o *Options) { o.EnvoyRoutes = EnvoyRoutesCombined })
 	ver, err := srv.SetTraffic(traffic(nil))
 	if err != nil {
 		t.Fatal(err)
@@ -149,6 +151,7 @@ func TestDeltaNack(t *testing.T) {
 	var got []Nack
 	var mu sync.Mutex
 	srv := startServer(t, "127.0.0.1:0", func(o *Options) {
+		o.EnvoyRoutes = EnvoyRoutesCombined // subscribes to the sluice-http route
 		o.OnNack = func(n Nack) { mu.Lock(); got = append(got, n); mu.Unlock() }
 	})
 	if _, err := srv.SetTraffic(traffic(nil)); err != nil {

@@ -9,8 +9,16 @@
 //
 //	cluster          ns/name/stable, ns/name/canary (EDS over ADS)
 //	endpoints        ClusterLoadAssignment named like its cluster
-//	route config     <host> (one virtual host), and sluice-http (all hosts)
+//	route config     <host> (one virtual host)
+//	route scope      <host> (Envoy: key <host>, selects route config <host>)
 //	listener         <host> (api_listener for gRPC), sluice-http (Envoy port)
+//
+// The sluice-http listener picks a host's route configuration through
+// scoped RDS keyed on :authority (layout.go says why not VHDS), so a change
+// to one rollout sends a delta subscriber that rollout's resources only,
+// whatever the number of rollouts. Options.EnvoyRoutes = EnvoyRoutesCombined
+// keeps the older layout: one route configuration sluice-http with every
+// virtual host.
 //
 // Routes in a virtual host, in order: header routes (step order), the
 // sticky-canary cookie route (session affinity with canary weight > 0),
@@ -32,6 +40,10 @@
 // Every publish is a new immutable generation: resources whose bytes did
 // not change keep their identity and generation, each resource type has
 // its own version, so a weight change re-sends only route configurations.
+// A generation lives in immutable radix trees that share all but the
+// changed paths with the previous one: publishing one change costs
+// O(log n) in the number of rollouts, and a delta stream that is caught up
+// compares only the names that changed.
 // Streams are woken without blocking the publisher; a slow stream only ever
 // gets the newest state. A state-of-the-world response is encoded once per
 // distinct subscription and generation and the same bytes are written to

@@ -15,7 +15,7 @@ import (
 // The defaults fit the scale target (10,000 rollouts, 10,000 streams):
 // a proxyless gRPC client that subscribes to every rollout asks for at
 // most 20,000 clusters and 20,000 endpoint sets; Envoy subscribes by
-// wildcard and to one route name.
+// wildcard, and to one route name per rollout (the scoped layout).
 type Limits struct {
 	// StreamsPerConnection is advertised as HTTP/2 MAX_CONCURRENT_STREAMS:
 	// Envoy and gRPC use one ADS stream per connection (two when they mix

@@ -56,26 +56,11 @@ func apiListener(host string) *listenerv3.Listener {
 	}
 }
 
-// envoyListener is the one listener Envoy serves on port, routing with the
-// combined route configuration.
-func envoyListener(port uint32) *listenerv3.Listener {
-	return &listenerv3.Listener{
-		Name:    EnvoyName,
-		Address: socketAddress("0.0.0.0", port),
-		FilterChains: []*listenerv3.FilterChain{{
-			Filters: []*listenerv3.Filter{{
-				Name:       hcmFilterName,
-				ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(httpConnectionManager(EnvoyName, EnvoyName))},
-			}},
-		}},
-	}
-}
-
 // EnvoyResources builds the sluice-http Listener on port and the sluice-http
 // RouteConfiguration holding the given virtual hosts (one per rollout, in
-// the order given).
+// the order given): the combined layout (EnvoyRoutesCombined).
 func EnvoyResources(port uint32, vhosts []*routev3.VirtualHost) (*listenerv3.Listener, *routev3.RouteConfiguration) {
-	return envoyListener(port), &routev3.RouteConfiguration{Name: EnvoyName, VirtualHosts: vhosts}
+	return EnvoyListener(port, EnvoyRoutesCombined), &routev3.RouteConfiguration{Name: EnvoyName, VirtualHosts: vhosts}
 }
 
 // edsCluster is one side of a rollout: endpoints over ADS, round robin, and

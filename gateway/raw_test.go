@@ -21,12 +21,21 @@ import (
 
 func adsClient(t testing.TB, addr string) discoveryv3.AggregatedDiscoveryServiceClient {
 	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return discoveryv3.NewAggregatedDiscoveryServiceClient(adsConn(t, addr))
+}
+
+// adsConn dials addr for raw ADS streams, closed when the test ends.
+func adsConn(t testing.TB, addr string) *grpc.ClientConn {
+	t.Helper()
+	// Envoy takes responses of any size; the sluice-http route of 10,000
+	// rollouts is more than gRPC's default 4 MiB.
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	return discoveryv3.NewAggregatedDiscoveryServiceClient(cc)
+	return cc
 }
 
 type sotwClient struct {
@@ -126,7 +135,7 @@ func resourceNames(r *discoveryv3.DiscoveryResponse) []string {
 // TestSotwPerTypeVersions checks that a weight change sends only routes, an
 // endpoint change only endpoints, and that a NACKed response is not re-sent.
 func TestSotwPerTypeVersions(t *testing.T) {
-	srv := startServer(t, "127.0.0.1:0", nil)
+	srv := startServer(t, "127.0.0.1:0", func(o *Options) { o.EnvoyRoutes = EnvoyRoutesCombined }) // subscribes to the sluice-http route
 	ver, err := srv.SetTraffic(traffic(nil))
 	if err != nil {
 		t.Fatal(err)

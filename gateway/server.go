@@ -27,6 +27,10 @@ type Options struct {
 	Registry *prometheus.Registry
 	// EnvoyPort is the port of the sluice-http listener (default 10000).
 	EnvoyPort uint32
+	// EnvoyRoutes is how the sluice-http listener finds a host's routes
+	// (default EnvoyRoutesScoped: one route scope per host, so a change
+	// to one rollout sends Envoy one small RouteConfiguration).
+	EnvoyRoutes EnvoyRouteLayout
 	// TLS secures the xDS listener; empty means plaintext.
 	TLS TLSOptions
 	// AckTimeout bounds how long a push is followed for the
@@ -79,6 +83,7 @@ type Server struct {
 	published atomic.Pointer[chan struct{}] // closed and replaced on publish
 
 	limits Limits
+	env    envoyConfig
 
 	mu      sync.RWMutex
 	streams map[*stream]struct{}
@@ -119,6 +124,13 @@ func New(opts Options) (*Server, error) {
 	if opts.AckTimeout <= 0 {
 		opts.AckTimeout = 30 * time.Second
 	}
+	if opts.EnvoyRoutes == "" {
+		opts.EnvoyRoutes = EnvoyRoutesScoped
+	}
+	env, err := newEnvoyConfig(opts.EnvoyPort, opts.EnvoyRoutes)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkPatterns(opts.AllowedNodes); err != nil {
 		return nil, err
 	}
@@ -131,6 +143,7 @@ func New(opts Options) (*Server, error) {
 		opts:    opts,
 		m:       m,
 		limits:  opts.Limits.withDefaults(),
+		env:     env,
 		streams: map[*stream]struct{}{},
 		done:    make(chan struct{}),
 	}
@@ -216,20 +229,22 @@ func (s *Server) setTraffic(t api.Traffic, validate bool) (string, error) {
 			return "", err
 		}
 	}
-	vhost, err := proto.MarshalOptions{Deterministic: true}.Marshal(res.VirtualHost)
-	if err != nil {
-		return "", fmt.Errorf("marshal virtual host of %s: %w", t.Rollout, err)
+	var vhost []byte
+	if s.env.layout == EnvoyRoutesCombined {
+		if vhost, err = (proto.MarshalOptions{Deterministic: true}).Marshal(res.VirtualHost); err != nil {
+			return "", fmt.Errorf("marshal virtual host of %s: %w", t.Rollout, err)
+		}
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	cur := s.snap.Load()
 	h := trafficHash(t)
-	old := cur.rollouts[t.Rollout]
+	old := cur.rollout(t.Rollout)
 	if old != nil && old.hash == h {
 		return old.version, nil
 	}
-	ro := &rolloutState{traffic: t, res: res, hash: h, gen: cur.gen + 1, vhost: vhost}
-	next, changed, err := cur.next(t.Rollout, ro, s.opts.EnvoyPort, validate)
+	ro := &rolloutState{traffic: t, hash: h, gen: cur.gen + 1, vhost: vhost}
+	next, changed, err := cur.next([]rolloutChange{{t.Rollout, ro, res}}, s.env)
 	if err != nil {
 		return "", err
 	}
@@ -255,10 +270,10 @@ func (s *Server) Remove(key api.Key) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	cur := s.snap.Load()
-	if cur.rollouts[key] == nil {
+	if cur.rollout(key) == nil {
 		return nil
 	}
-	next, _, err := cur.next(key, nil, s.opts.EnvoyPort, true)
+	next, _, err := cur.next([]rolloutChange{{key, nil, nil}}, s.env)
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", key, err)
 	}
@@ -269,7 +284,7 @@ func (s *Server) Remove(key api.Key) error {
 
 // Version returns the current version of a rollout's traffic, if served.
 func (s *Server) Version(key api.Key) (string, bool) {
-	ro := s.snap.Load().rollouts[key]
+	ro := s.snap.Load().rollout(key)
 	if ro == nil {
 		return "", false
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/sluice-dev/sluice/api"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -100,10 +101,10 @@ func (ts *typeSet) response(s *Server, key string, wildcard bool, names []string
 	}
 	r := &sotwResponse{key: key}
 	if wildcard {
-		r.res = ts.sorted
+		r.res = ts.all()
 	} else {
 		for _, n := range names {
-			if x := ts.byName[n]; x != nil {
+			if x := ts.get(n); x != nil {
 				r.res = append(r.res, x)
 			}
 		}
@@ -403,15 +404,12 @@ func (s *Server) sotwSend(gs grpc.ServerStream, st *stream, t typeIdx) error {
 func (s *Server) recordNack(st *stream, t typeIdx, version string, res []*resource, detail, nonce string) *Nack {
 	detail = capDetail(detail)
 	n := &Nack{Node: st.node, Stream: st.id, TypeURL: typeURLs[t], Version: capDetail(version), Detail: detail, Time: time.Now()}
-	snap := s.snap.Load()
-	owners := map[string]bool{}
+	owners := map[api.Key]bool{}
 	for _, r := range res {
 		n.Resources = append(n.Resources, r.name)
-		for k, ro := range snap.rollouts {
-			if ownsResource(ro, t, r.name) && !owners[k.String()] {
-				owners[k.String()] = true
-				n.Rollouts = append(n.Rollouts, k)
-			}
+		if r.owner != (api.Key{}) && !owners[r.owner] {
+			owners[r.owner] = true
+			n.Rollouts = append(n.Rollouts, r.owner)
 		}
 	}
 	s.m.nacks.Inc()
@@ -429,16 +427,4 @@ const (
 func (s *Server) ignoreNack(st *stream, t typeIdx, reason, nonce string) {
 	s.m.nacksIgnored.WithLabelValues(reason).Inc()
 	s.log.Debug("xds nack ignored", "stream", st.id, "node", st.node, "type", typeURLs[t], "nonce", capDetail(nonce), "reason", reason)
-}
-
-func ownsResource(ro *rolloutState, t typeIdx, name string) bool {
-	switch t {
-	case lds:
-		return name == ro.traffic.Host
-	case rds:
-		return name == ro.traffic.Host
-	default:
-		return name == ClusterName(ro.traffic.Rollout, Stable) || name == ClusterName(ro.traffic.Rollout, Canary) ||
-			hasBaseline(ro.traffic) && name == ClusterName(ro.traffic.Rollout, Baseline)
-	}
 }

@@ -18,14 +18,17 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// Resources are the xDS resources of one rollout. The virtual host is also
-// part of the combined sluice-http route configuration (see EnvoyResources).
+// Resources are the xDS resources of one rollout. Envoy reaches Route
+// through Scope (EnvoyRoutesScoped), or through the virtual host, which is
+// also part of the combined sluice-http route configuration
+// (EnvoyRoutesCombined, see EnvoyResources).
 type Resources struct {
 	Rollout     api.Key
 	Host        string
 	Listener    *listenerv3.Listener                // named Host; api_listener for gRPC
 	Route       *routev3.RouteConfiguration         // named Host; one virtual host
 	VirtualHost *routev3.VirtualHost                // the same virtual host
+	Scope       *routev3.ScopedRouteConfiguration   // named Host; selects Route for Envoy by :authority
 	Clusters    []*clusterv3.Cluster                // stable, canary[, baseline]
 	Endpoints   []*endpointv3.ClusterLoadAssignment // stable, canary[, baseline]
 }
@@ -58,6 +61,7 @@ func Translate(t api.Traffic) (*Resources, error) {
 	}
 	res.Route = &routev3.RouteConfiguration{Name: t.Host, VirtualHosts: []*routev3.VirtualHost{res.VirtualHost}}
 	res.Listener = apiListener(t.Host)
+	res.Scope = routeScope(t.Host)
 	return res, nil
 }
 
@@ -101,7 +105,7 @@ func checkTraffic(t api.Traffic) error {
 		return fmt.Errorf("host is empty")
 	case t.Host == EnvoyName:
 		return fmt.Errorf("host %q is reserved", EnvoyName)
-	case strings.ContainsAny(t.Host, " /*"):
+	case strings.ContainsAny(t.Host, " /*:"): // ':' would end the scope key early (routeScope)
 		return fmt.Errorf("host %q must be a plain domain", t.Host)
 	case len(t.StableEndpoints) == 0:
 		return fmt.Errorf("no stable endpoints")

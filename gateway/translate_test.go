@@ -111,13 +111,19 @@ func TestTranslateGolden(t *testing.T) {
 			if err := er.ValidateAll(); err != nil {
 				t.Fatalf("sluice-http route: %v", err)
 			}
+			scoped := EnvoyListener(10000, EnvoyRoutesScoped)
+			if err := ValidateEnvoy(scoped, nil); err != nil {
+				t.Fatalf("ValidateEnvoy (scoped): %v", err)
+			}
 			goldenJSON(t, "translate/"+tc.name+".json", stableJSON(t, []namedMsg{
 				{name: "listener", msg: res.Listener},
 				{name: "route", msg: res.Route},
 				{name: "clusters", list: msgs(res.Clusters)},
 				{name: "endpoints", list: msgs(res.Endpoints)},
-				{name: "envoyListener", msg: el},
-				{name: "envoyRoute", msg: er},
+				{name: "scope", msg: res.Scope},
+				{name: "envoyListener", msg: scoped},
+				{name: "combinedEnvoyListener", msg: el},
+				{name: "combinedEnvoyRoute", msg: er},
 			}))
 		})
 	}
@@ -184,6 +190,7 @@ func TestTranslateRejects(t *testing.T) {
 	}{
 		{"no host", func(t *api.Traffic) { t.Host = "" }, "host is empty"},
 		{"reserved host", func(t *api.Traffic) { t.Host = EnvoyName }, "reserved"},
+		{"host with a port", func(t *api.Traffic) { t.Host = "checkout.internal:8080" }, "plain domain"}, // the route scope key ends at ':'
 		{"zero total weight", func(t *api.Traffic) { t.Weights = api.Weights{} }, "total weight is 0"},
 		{"negative weight", func(t *api.Traffic) { t.Weights = api.Weights{Stable: 110, Canary: -10} }, "negative weight"},
 		{"no stable endpoints", func(t *api.Traffic) { t.StableEndpoints = nil }, "no stable endpoints"},

@@ -56,7 +56,7 @@ func Validate(r *Resources) error {
 	msgs := []struct {
 		name string
 		m    validator
-	}{{r.Listener.GetName(), r.Listener}, {r.Route.GetName(), r.Route}}
+	}{{r.Listener.GetName(), r.Listener}, {r.Route.GetName(), r.Route}, {r.Scope.GetName(), r.Scope}}
 	for _, c := range r.Clusters {
 		msgs = append(msgs, struct {
 			name string
@@ -80,6 +80,9 @@ func Validate(r *Resources) error {
 	}
 	if err := checkHCM(hcm, r.Route.GetName()); err != nil {
 		return fail(r.Listener.GetName(), "http connection manager", err)
+	}
+	if err := checkScope(r.Scope, r.Host, r.Route.GetName()); err != nil {
+		return fail(r.Scope.GetName(), "route scope", err)
 	}
 	clusters := map[string]bool{}
 	for _, c := range r.Clusters {
@@ -108,9 +111,12 @@ func Validate(r *Resources) error {
 }
 
 // ValidateEnvoy checks the sluice-http Listener (ValidateAll, and the
-// HttpConnectionManager inside each filter) and that no domain appears in
-// two of the virtual hosts of the combined route configuration. The
-// virtual hosts themselves are checked per rollout by Validate.
+// HttpConnectionManager inside each filter: RDS sluice-http in the
+// combined layout, scoped routes over ADS in the scoped one) and that no
+// domain appears in two of the virtual hosts of the combined route
+// configuration (vhosts is empty for the scoped layout, where hosts are
+// unique scope keys). The virtual hosts and scopes themselves are checked
+// per rollout by Validate.
 func ValidateEnvoy(l *listenerv3.Listener, vhosts []*routev3.VirtualHost) error {
 	fail := func(resource, rule string, err error) error {
 		return &ValidationError{Resource: resource, Rule: rule, Err: err}
@@ -124,7 +130,11 @@ func ValidateEnvoy(l *listenerv3.Listener, vhosts []*routev3.VirtualHost) error 
 			if err != nil {
 				return fail(l.GetName(), "filter "+f.GetName(), err)
 			}
-			if err := checkHCM(hcm, EnvoyName); err != nil {
+			check := checkHCM
+			if hcm.GetScopedRoutes() != nil {
+				check = checkScopedHCM
+			}
+			if err := check(hcm, EnvoyName); err != nil {
 				return fail(l.GetName(), "http connection manager", err)
 			}
 		}
@@ -137,6 +147,39 @@ func ValidateEnvoy(l *listenerv3.Listener, vhosts []*routev3.VirtualHost) error 
 			}
 			domains[d] = vh.GetName()
 		}
+	}
+	return nil
+}
+
+// checkScopedHCM checks the scoped-routes HttpConnectionManager of the
+// sluice-http listener: scopes and routes over ADS, the scope key taken
+// from the host in :authority, and the filter rules of checkHCM.
+func checkScopedHCM(hcm *hcmv3.HttpConnectionManager, name string) error {
+	if hcm.GetStatPrefix() == "" {
+		return fmt.Errorf("stat_prefix is empty")
+	}
+	sr := hcm.GetScopedRoutes()
+	if sr.GetName() != name {
+		return fmt.Errorf("scoped routes name %q, want %q", sr.GetName(), name)
+	}
+	if sr.GetRdsConfigSource().GetAds() == nil || sr.GetScopedRds().GetScopedRdsConfigSource().GetAds() == nil {
+		return fmt.Errorf("scoped routes and their route configurations must come over ADS")
+	}
+	frags := sr.GetScopeKeyBuilder().GetFragments()
+	if len(frags) != 1 || frags[0].GetHeaderValueExtractor().GetName() != authorityHeader {
+		return fmt.Errorf("scope key must be the one %s fragment a route scope's key has", authorityHeader)
+	}
+	return checkFilters(hcm.GetHttpFilters())
+}
+
+// checkScope checks that a route scope selects the rollout's own route
+// configuration by its host, the key checkScopedHCM's builder extracts.
+func checkScope(sc *routev3.ScopedRouteConfiguration, host, route string) error {
+	if sc.GetRouteConfigurationName() != route {
+		return fmt.Errorf("route_configuration_name %q, want %q", sc.GetRouteConfigurationName(), route)
+	}
+	if f := sc.GetKey().GetFragments(); len(f) != 1 || f[0].GetStringKey() != host {
+		return fmt.Errorf("key must be the one fragment %q", host)
 	}
 	return nil
 }
@@ -172,7 +215,12 @@ func checkHCM(hcm *hcmv3.HttpConnectionManager, routeName string) error {
 	if rds.GetRouteConfigName() != routeName {
 		return fmt.Errorf("route_config_name %q, want %q", rds.GetRouteConfigName(), routeName)
 	}
-	filters := hcm.GetHttpFilters()
+	return checkFilters(hcm.GetHttpFilters())
+}
+
+// checkFilters applies gRPC's filter rules, which Envoy shares: a
+// non-empty chain that ends with the router and has it nowhere else.
+func checkFilters(filters []*hcmv3.HttpFilter) error {
 	if len(filters) == 0 {
 		return fmt.Errorf("http filters list is empty")
 	}

@@ -7,6 +7,7 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -72,6 +73,11 @@ func TestValidateRejects(t *testing.T) {
 		{"cluster fails ValidateAll", func(r *Resources) { r.Clusters[0].Name = "" }, "ValidateAll"},
 		{"locality without weight", func(r *Resources) { r.Endpoints[0].Endpoints[0].LoadBalancingWeight = nil }, "locality weight"},
 		{"empty any", func(r *Resources) { r.Listener.ApiListener.ApiListener = &anypb.Any{} }, "api_listener"},
+		{"scope selects another route", func(r *Resources) { r.Scope.RouteConfigurationName = "cart.internal" }, "route scope"},
+		{"scope keyed on another host", func(r *Resources) {
+			r.Scope.Key.Fragments[0].Type = &routev3.ScopedRouteConfiguration_Key_Fragment_StringKey{StringKey: "checkout.internal:80"}
+		}, "route scope"},
+		{"scope fails ValidateAll", func(r *Resources) { r.Scope.Key = nil }, "ValidateAll"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,6 +92,41 @@ func TestValidateRejects(t *testing.T) {
 			}
 			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "rollout default/checkout") || !strings.Contains(err.Error(), tc.rule) {
 				t.Errorf("Validate = %q, want ErrInvalid naming the rollout and %q", err, tc.rule)
+			}
+		})
+	}
+}
+
+// TestValidateEnvoyRejects breaks the scoped sluice-http listener the ways
+// Envoy would misroute or reject it.
+func TestValidateEnvoyRejects(t *testing.T) {
+	cases := []struct {
+		name   string
+		break_ func(h *hcmv3.HttpConnectionManager)
+		rule   string
+	}{
+		{"routes not over ads", func(h *hcmv3.HttpConnectionManager) {
+			h.GetScopedRoutes().RdsConfigSource = &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_PathConfigSource{PathConfigSource: &corev3.PathConfigSource{Path: "/etc/routes.yaml"}}}
+		}, "ADS"},
+		{"scope key from another header", func(h *hcmv3.HttpConnectionManager) {
+			h.GetScopedRoutes().ScopeKeyBuilder.Fragments[0].GetHeaderValueExtractor().Name = "x-host"
+		}, ":authority"},
+		{"no scope key", func(h *hcmv3.HttpConnectionManager) { h.GetScopedRoutes().ScopeKeyBuilder = nil }, "ValidateAll"},
+		{"router not last", func(h *hcmv3.HttpConnectionManager) { h.HttpFilters = append(h.HttpFilters, h.HttpFilters[0]) }, "router filter"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l := EnvoyListener(10000, EnvoyRoutesScoped)
+			f := l.FilterChains[0].Filters[0]
+			h := &hcmv3.HttpConnectionManager{}
+			if err := f.GetTypedConfig().UnmarshalTo(h); err != nil {
+				t.Fatal(err)
+			}
+			tc.break_(h)
+			f.ConfigType = &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(h)}
+			err := ValidateEnvoy(l, nil)
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.rule) {
+				t.Errorf("ValidateEnvoy = %v, want ErrInvalid with %q", err, tc.rule)
 			}
 		})
 	}
