@@ -63,6 +63,9 @@ func Line(a Alert) string {
 	if a.Weights != (api.Weights{}) {
 		fmt.Fprintf(&b, " [weights stable %d / canary %d]", a.Weights.Stable, a.Weights.Canary)
 	}
+	if a.TraceID != "" {
+		b.WriteString(" [trace " + a.TraceID + "]")
+	}
 	return b.String()
 }
 
@@ -77,7 +80,7 @@ type AlertmanagerAlert struct {
 // ToAlertmanager maps an alert to Alertmanager's model: labels alertname
 // (the event), rollout, namespace, severity, and id so that two logical
 // alerts never merge while a re-delivery of one does; the reason and the
-// details go into annotations.
+// details (and the trace id) go into annotations.
 func ToAlertmanager(a Alert) AlertmanagerAlert {
 	labels := map[string]string{
 		"alertname": string(a.Event),
@@ -104,6 +107,7 @@ func ToAlertmanager(a Alert) AlertmanagerAlert {
 		"metric":      a.Metric,
 		"value":       a.Value,
 		"condition":   a.Condition,
+		"traceId":     a.TraceID,
 	}
 	if a.Weights != (api.Weights{}) {
 		ann["weights"] = fmt.Sprintf("stable %d / canary %d", a.Weights.Stable, a.Weights.Canary)
