@@ -141,3 +141,11 @@ func newExporter(ctx context.Context, getenv func(string) string) (sdktrace.Span
 		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%q: %w (use grpc or http/protobuf)", p, errProtocol)
 	}
 }
+
+// WithProcessor is a provider that hands every span to sp, with sluice's
+// derived ids: for tests (the SDK's tracetest.SpanRecorder) and for a
+// program embedding sluice with its own export pipeline.
+func WithProcessor(sp sdktrace.SpanProcessor) *Provider {
+	sdk := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sp), sdktrace.WithIDGenerator(idGenerator{}))
+	return &Provider{tp: sdk, sdk: sdk}
+}
