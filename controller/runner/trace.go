@@ -91,6 +91,9 @@ func rolloutAttrs(s rollout.State) []attribute.KeyValue {
 // traceTransition ends the step span the transition left and starts the
 // one it entered, and records the verdict when a canary ends.
 func (r *Runner) traceTransition(e *entry, old, next rollout.State) {
+	if !r.tracing.Enabled() {
+		return // off: not even the attributes are built
+	}
 	want := stepParts(next)
 	wantID := ""
 	if want != nil {
