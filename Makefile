@@ -55,6 +55,7 @@ bench: deps
 	go test -run '^$$' -bench 'BenchmarkLargeRepo' -benchtime 1x ./gitwatch/
 	go test -run '^$$' -bench 'BenchmarkSchedule' -benchtime 1x ./controller/scheduler/
 	go test -run '^$$' -bench 'BenchmarkCommitToTraffic' -benchtime 5x ./e2e/
+	go test -run '^$$' -bench 'BenchmarkDashboardList1000' -benchtime 20x ./controller/dashboard/
 	go test -run '^$$' -bench 'BenchmarkScaleTo20Ready' -benchtime 5x ./controller/workload/
 	go test -run '^$$' -bench 'BenchmarkBindRate' -benchtime 1x -timeout 30m ./controller/scheduler/kube/
 	go run ./gateway/bench -n 1000 -changes 3

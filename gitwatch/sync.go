@@ -30,11 +30,12 @@ func (w *Watcher) sync(ctx context.Context, out chan<- Revision) (err error) {
 	if err != nil {
 		return err
 	}
+	fetchStart := time.Now()
 	head, sec, err := w.fetch(ctx, repo)
 	if err != nil {
 		return err
 	}
-	err = w.emit(ctx, repo, head, out)
+	err = w.emit(ctx, repo, head, Interval{Start: fetchStart, End: time.Now()}, out)
 	if err != nil && ctx.Err() == nil && !errors.Is(err, errSend) {
 		// Everything emit reads was just fetched: a read error means the
 		// object store is damaged.
@@ -194,7 +195,7 @@ type step struct {
 
 // emit sends a Revision for every commit between the last processed one and
 // head, oldest first, advancing the last commit after each delivery.
-func (w *Watcher) emit(ctx context.Context, repo *git.Repository, head plumbing.Hash, out chan<- Revision) error {
+func (w *Watcher) emit(ctx context.Context, repo *git.Repository, head plumbing.Hash, fetched Interval, out chan<- Revision) error {
 	if head == w.last && !w.replayPending() {
 		return nil
 	}
@@ -207,6 +208,7 @@ func (w *Watcher) emit(ctx context.Context, repo *git.Repository, head plumbing.
 		if err != nil {
 			return err
 		}
+		rev.Fetch = fetched
 		select {
 		case out <- rev:
 		case <-ctx.Done():
@@ -320,11 +322,12 @@ func (w *Watcher) revision(repo *git.Repository, s step) (Revision, plumbing.Has
 	if err != nil {
 		return Revision{}, dir, fmt.Errorf("read tree of %s: %w", c.Hash, err)
 	}
+	loadStart := time.Now()
 	set, err := w.load(root, c)
 	if err != nil {
 		return Revision{}, dir, fmt.Errorf("load %s at %s: %w", w.cfg.path, c.Hash, err)
 	}
-	rev.Set = set
+	rev.Set, rev.Load = set, Interval{Start: loadStart, End: time.Now()}
 	return rev, dir, nil
 }
 

@@ -41,6 +41,16 @@ type Revision struct {
 	// Replay marks Options.LastCommit handed out again (ReplayLast): the
 	// strategy already in force, not a new commit.
 	Replay bool
+	// Fetch is when the fetch that brought the commit ran (several commits
+	// share it); Load is when --path was read at the commit (zero when the
+	// tree was unchanged and the previous Set reused). The daemon turns
+	// them into the commit trace's fetch and load spans.
+	Fetch, Load Interval
+}
+
+// Interval is a start and an end time.
+type Interval struct {
+	Start, End time.Time
 }
 
 // Status is the watcher's state for status pages. It never holds

@@ -36,4 +36,6 @@ go mod download
 # api/argocompat is a test-only module of its own (Argo's validation).
 (cd api/argocompat && go mod download)
 "$(dirname "$0")/kube/build-binaries.sh"
+# The OpenTelemetry Collector the trace tests send to (hack/otelcol).
+"$(dirname "$0")/otelcol.sh" >/dev/null
 echo "test-deps: ok"

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -16,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/controller/alert"
 	"github.com/sluice-dev/sluice/controller/daemon"
 	"github.com/sluice-dev/sluice/controller/httpapi"
+	"github.com/sluice-dev/sluice/controller/tracing"
 	"github.com/sluice-dev/sluice/gateway"
 )
 
@@ -51,6 +53,13 @@ keys (lists for repeatable flags); flags on the command line win.`,
 			o.Logger = logger
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// Traces: off unless the standard OTEL_* variables ask for them.
+			tp, err := tracing.New(ctx, tracing.Options{Version: version, Logger: logger})
+			if err != nil {
+				return err
+			}
+			defer flushTraces(tp, logger)
+			o.Tracing = tp
 			return runDaemon(ctx, o.Options)
 		},
 	}
@@ -126,6 +135,16 @@ keys (lists for repeatable flags); flags on the command line win.`,
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	return cmd
+}
+
+// flushTraces sends the spans still queued, within a bound: the signal
+// context is done by now.
+func flushTraces(tp *tracing.Provider, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tp.Shutdown(ctx); err != nil {
+		log.Warn("flush traces", "err", err)
+	}
 }
 
 func runDaemon(ctx context.Context, opts daemon.Options) error {

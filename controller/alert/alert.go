@@ -61,6 +61,10 @@ type Alert struct {
 	Metric    string      `json:"metric,omitempty"`
 	Value     string      `json:"value,omitempty"`
 	Condition string      `json:"condition,omitempty"`
+	// TraceID is the OpenTelemetry trace of the alert's commit (32 hex
+	// digits), set only when tracing is on: the trace from the commit to
+	// the verdict that this alert reports.
+	TraceID string `json:"traceId,omitempty"`
 }
 
 // ShortCommit is the length of the commit prefix used in ids.

@@ -63,6 +63,9 @@ func Line(a Alert) string {
 	if a.Weights != (api.Weights{}) {
 		fmt.Fprintf(&b, " [weights stable %d / canary %d]", a.Weights.Stable, a.Weights.Canary)
 	}
+	if a.TraceID != "" {
+		b.WriteString(" [trace " + a.TraceID + "]")
+	}
 	return b.String()
 }
 
@@ -77,7 +80,8 @@ type AlertmanagerAlert struct {
 // ToAlertmanager maps an alert to Alertmanager's model: labels alertname
 // (the event), rollout, namespace, severity, commit (its 7-character
 // prefix), and id so that two logical alerts never merge while a
-// re-delivery of one does; the reason and the details go into annotations.
+// re-delivery of one does; the reason and the details (and the trace id)
+// go into annotations.
 // commit is a label so that an alert storm (one commit aborting a thousand
 // rollouts) folds into one notification with group_by [alertname, commit];
 // it adds no cardinality beyond id's.
@@ -112,6 +116,7 @@ func ToAlertmanager(a Alert) AlertmanagerAlert {
 		"metric":      a.Metric,
 		"value":       a.Value,
 		"condition":   a.Condition,
+		"traceId":     a.TraceID,
 	}
 	if a.Weights != (api.Weights{}) {
 		ann["weights"] = fmt.Sprintf("stable %d / canary %d", a.Weights.Stable, a.Weights.Canary)

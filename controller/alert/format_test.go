@@ -27,6 +27,8 @@ func TestSinkBodies(t *testing.T) {
 		Rollout: "rollouts/checkout.yaml", Commit: "9f8d111aaaa", Reason: "rollouts/checkout.yaml:12: spec.strategy.canary.steps[1].setWeight: must be 0..100",
 		Time: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC),
 	}
+	traced := aborted("default/checkout/9f8d111/aborted")
+	traced.TraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	tests := []struct {
 		name string
 		kind alert.Kind
@@ -39,6 +41,9 @@ func TestSinkBodies(t *testing.T) {
 		{"slack-analysis-failed", alert.KindSlack, failed, "/slack"},
 		{"alertmanager-aborted", alert.KindAlertmanager, aborted("default/checkout/9f8d111/aborted"), "/api/v2/alerts"},
 		{"alertmanager-invalid-file", alert.KindAlertmanager, invalid, "/api/v2/alerts"},
+		{"webhook-traced", alert.KindWebhook, traced, "/hook"},
+		{"slack-traced", alert.KindSlack, traced, "/slack"},
+		{"alertmanager-traced", alert.KindAlertmanager, traced, "/api/v2/alerts"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-dev/sluice/analysis"
 	"github.com/sluice-dev/sluice/controller/alert"
@@ -30,8 +31,9 @@ import (
 // Daemon is one running sluice: construct with New (which opens the store
 // and binds the listeners), then Run until the context ends.
 type Daemon struct {
-	opts Options
-	log  *slog.Logger
+	opts   Options
+	log    *slog.Logger
+	tracer trace.Tracer
 
 	store      stateStore
 	gateway    *gateway.Server
@@ -58,7 +60,8 @@ func New(opts Options) (_ *Daemon, err error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	d := &Daemon{opts: opts, log: opts.Logger, templates: newTemplates()}
+	d := &Daemon{opts: opts, log: opts.Logger, templates: newTemplates(),
+		tracer: opts.Tracing.TracerProvider().Tracer(tracerName)}
 	defer func() {
 		if err != nil {
 			d.close() // what was opened before the failure
@@ -163,6 +166,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 		Alerter:    d.alerts,
 		Logger:     d.log,
 		AckTimeout: o.AckTimeout,
+		Tracing:    o.Tracing,
 		Limits: runner.Limits{
 			MaxConcurrent:             o.MaxConcurrentCanaries,
 			MaxConcurrentPerNamespace: o.MaxConcurrentCanariesPerNamespace,
@@ -383,7 +387,7 @@ func (d *Daemon) followGit(ctx context.Context) error {
 		case err := <-watchErr:
 			return err
 		case rev := <-revs:
-			if err := d.applySafely(ctx, rev); err != nil {
+			if err := d.applyTraced(ctx, rev); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}

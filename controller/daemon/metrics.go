@@ -115,3 +115,14 @@ func (m *trafficMeter) WaitForAck(ctx context.Context, host, version string) err
 	}
 	return nil
 }
+
+// Clients is the number of connected xDS clients, for the ACK spans
+// (runner.Clients), when the wrapped traffic can tell.
+func (m *trafficMeter) Clients() int {
+	if c, ok := m.Traffic.(runner.Clients); ok {
+		return c.Clients()
+	}
+	return 0
+}
+
+var _ runner.Clients = (*trafficMeter)(nil)

@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/store/kubestore"
+	"github.com/sluice-dev/sluice/controller/tracing"
 	"github.com/sluice-dev/sluice/gateway"
 	"github.com/sluice-dev/sluice/gitwatch"
 )
@@ -131,6 +132,9 @@ type Options struct {
 	Namespace string
 
 	Logger *slog.Logger
+	// Tracing exports the commit traces (controller/tracing); nil is
+	// tracing.Off(). The caller shuts it down after Run.
+	Tracing *tracing.Provider
 
 	// fence guards the cluster state store's writes; RunElected sets it to
 	// the elector.
@@ -170,6 +174,9 @@ func (o *Options) defaults() error {
 	}
 	if o.AckTimeout <= 0 {
 		o.AckTimeout = 10 * time.Second
+	}
+	if o.Tracing == nil {
+		o.Tracing = tracing.Off()
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -33,7 +33,7 @@ func (d *Daemon) apply(ctx context.Context, rev gitwatch.Revision) error {
 		return nil
 	}
 	inForce := d.inForce()
-	changes := diffengine.DiffSets(inForce, rev.Set, d.live)
+	changes := d.traceDiff(ctx, func() []diffengine.Change { return diffengine.DiffSets(inForce, rev.Set, d.live) })
 	// Runs started by these changes resolve templates from this revision.
 	d.templates.update(rev.Set)
 	rejected := map[api.Key]api.Diagnostics{}
@@ -47,7 +47,10 @@ func (d *Daemon) apply(ctx context.Context, rev gitwatch.Revision) error {
 		}
 		d.meter.commitSeen(c.Rollout, rev)
 		routing := d.routingInForce(c)
-		if _, err := d.runner.Do(ctx, c.Rollout, ev); err != nil {
+		cctx, span := d.startChange(ctx, rev.Commit, c.Rollout, eventName(ev))
+		_, err := d.runner.Do(cctx, c.Rollout, ev)
+		endChange(span, err)
+		if err != nil {
 			return fmt.Errorf("apply commit %s to %s: %w", short(rev.Commit), c.Rollout, err)
 		}
 		d.releaseRoutes(ctx, c.Rollout, routing)
@@ -62,7 +65,10 @@ func (d *Daemon) apply(ctx context.Context, rev gitwatch.Revision) error {
 	}
 	// Rejected rollouts that the diff did not mention.
 	for key, diags := range rejected {
-		if _, err := d.runner.Do(ctx, key, rollout.Invalid{Commit: rev.Commit, Errors: diags}); err != nil {
+		cctx, span := d.startChange(ctx, rev.Commit, key, "Invalid")
+		_, err := d.runner.Do(cctx, key, rollout.Invalid{Commit: rev.Commit, Errors: diags})
+		endChange(span, err)
+		if err != nil {
 			return fmt.Errorf("apply commit %s to %s: %w", short(rev.Commit), key, err)
 		}
 	}
@@ -225,4 +231,13 @@ func (d *Daemon) releaseRoutes(ctx context.Context, key api.Key, r *api.ClusterR
 	if err := d.kube.routed.release(ctx, key, r); err != nil {
 		d.log.Error("release routes no longer named", "rollout", key.String(), "err", err)
 	}
+}
+
+// eventName names a commit's event for a rollout in its change span: the
+// change class ("NewVersion", "StrategyEdit", ...) or "Invalid".
+func eventName(ev rollout.Event) string {
+	if c, ok := ev.(rollout.Change); ok {
+		return string(c.Class)
+	}
+	return "Invalid"
 }

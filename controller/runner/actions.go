@@ -22,6 +22,7 @@ func (r *Runner) execute(e *entry, acts []rollout.Action, now time.Time) {
 			r.startAnalysis(e, a)
 		case rollout.StopAnalysis:
 			if run, ok := e.runs[a.Run]; ok {
+				run.spans.stop()
 				run.halt()
 				delete(e.runs, a.Run)
 			}
@@ -54,9 +55,11 @@ func (r *Runner) setTraffic(e *entry, a rollout.SetTraffic) {
 		r.Submit(key, rollout.TrafficAcked{Gen: a.Gen})
 		return
 	}
+	push, ack := r.startPush(e.state, a)
 	version, err := r.opts.Traffic.SetTraffic(a.Traffic)
 	if err != nil {
 		r.log.Error("publish traffic", "rollout", key.String(), "gen", a.Gen, "err", err)
+		r.endPush(push, ack, "", "refused", err)
 		r.Submit(key, rollout.TrafficNacked{Gen: a.Gen, Reason: "publish: " + err.Error()})
 		return
 	}
@@ -69,14 +72,18 @@ func (r *Runner) setTraffic(e *entry, a rollout.SetTraffic) {
 		err := r.opts.Traffic.WaitForAck(ctx, a.Traffic.Host, version)
 		switch {
 		case err == nil:
+			r.endPush(push, ack, version, "acked", nil)
 			r.Submit(key, rollout.TrafficAcked{Gen: a.Gen})
 		case errors.Is(err, context.DeadlineExceeded):
 			r.log.Warn("xds ack timed out; the step goes on", "rollout", key.String(), "gen", a.Gen, "version", version, "err", err)
+			r.endPush(push, ack, version, "timeout", err)
 			r.Submit(key, rollout.TrafficAckTimeout{Gen: a.Gen})
 		case errors.Is(err, context.Canceled):
 			// Superseded by newer traffic, or the runner is closing.
+			r.endPush(push, ack, version, "superseded", err)
 		default:
 			r.log.Warn("xds nack", "rollout", key.String(), "gen", a.Gen, "version", version, "err", err)
+			r.endPush(push, ack, version, "nack", err)
 			r.Submit(key, rollout.TrafficNacked{Gen: a.Gen, Reason: err.Error()})
 		}
 	}()
@@ -145,10 +152,11 @@ func (r *Runner) startTimer(e *entry, t rollout.Timer, now time.Time) {
 
 // analysisRun is one started run; halt stops it and mutes its reports.
 type analysisRun struct {
-	once sync.Once
-	mu   sync.Mutex
-	done bool
-	stop func()
+	spans *runSpan
+	once  sync.Once
+	mu    sync.Mutex
+	done  bool
+	stop  func()
 }
 
 func (a *analysisRun) halt() {
@@ -181,12 +189,14 @@ func (r *Runner) startAnalysis(e *entry, a rollout.StartAnalysis) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	run := &analysisRun{}
+	spans := r.startRunSpan(e.state, a)
+	run := &analysisRun{spans: spans}
 	report := func(res rollout.AnalysisResult) {
 		if run.halted() {
 			return
 		}
 		res.Run = a.Run
+		spans.report(r.tracer, res)
 		r.Submit(key, res)
 	}
 	stop := r.opts.Analyzer.Start(ctx, a, report)
@@ -201,6 +211,7 @@ func (r *Runner) startAnalysis(e *entry, a rollout.StartAnalysis) {
 
 // enqueueAlert hands an alert to the outbox, or logs it with none wired.
 func (r *Runner) enqueueAlert(key api.Key, a alert.Alert) {
+	a.TraceID = r.traceID(a.Commit)
 	r.log.Info("alert", "rollout", key.String(), "id", a.ID, "event", string(a.Event), "severity", string(a.Severity), "reason", a.Reason)
 	if r.opts.Alerter == nil {
 		return

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-dev/sluice/controller/alert"
 	"github.com/sluice-dev/sluice/controller/rollout"
 	"github.com/sluice-dev/sluice/controller/store"
+	"github.com/sluice-dev/sluice/controller/tracing"
 )
 
 // The runner is tested against the real bbolt store and the real alert
@@ -228,6 +229,7 @@ type envOptions struct {
 	now        func() time.Time
 	analyzer   Analyzer // replaces the recording double
 	limits     Limits
+	tracing    *tracing.Provider
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -256,7 +258,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		defer close(e.dispDone)
 		_ = disp.Run(ctx)
 	}()
-	opts := Options{Store: st, Traffic: e.traffic, Alerter: disp, AckTimeout: o.ackTimeout, Now: o.now, Limits: o.limits}
+	opts := Options{Store: st, Traffic: e.traffic, Alerter: disp, AckTimeout: o.ackTimeout, Now: o.now, Limits: o.limits, Tracing: o.tracing}
 	if o.storeWrap != nil {
 		opts.Store = o.storeWrap(st)
 	}

@@ -27,6 +27,8 @@ type entry struct {
 	scaleCancel context.CancelFunc
 	// saveFailures counts consecutive failed saves, for the retry back-off.
 	saveFailures int
+	// step is the span of the canary step running now (trace.go).
+	step *openStep
 }
 
 // Back-off of an internal event whose new state could not be persisted.
@@ -70,6 +72,9 @@ func (e *entry) stopAll() {
 		e.scaleCancel()
 		e.scaleCancel = nil
 	}
+	// An open step span is dropped, not ended: the step has not ended, and
+	// the next Start opens it again under the same id.
+	e.step = nil
 }
 
 // job is one queued event; reply, when set, receives the outcome.
@@ -233,6 +238,7 @@ func (r *Runner) process(e *entry, j job) (res result) {
 	r.publish(Update{Key: e.key, Seq: next.Seq, Status: statusOf(next, ahead)})
 	r.mu.Unlock()
 	r.logTransition(old, next, j.ev)
+	r.traceTransition(e, old, next)
 	r.execute(e, acts, now)
 	return result{state: next}
 }

@@ -9,9 +9,12 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/alert"
 	"github.com/sluice-dev/sluice/controller/rollout"
+	"github.com/sluice-dev/sluice/controller/tracing"
 )
 
 // Store persists rollout states; controller/store's *Store implements it.
@@ -90,6 +93,10 @@ type Options struct {
 	// Limits bound concurrent canaries; a new canary beyond them waits in
 	// a queue (admission.go). Zero: unlimited.
 	Limits Limits
+	// Tracing makes the spans of steps, pushes, ACKs, analysis runs and
+	// verdicts in their commit's trace, and stamps alerts with the trace
+	// id; nil is tracing.Off().
+	Tracing *tracing.Provider
 }
 
 // Update is one published status change.
@@ -104,8 +111,10 @@ type Update struct {
 // Lifecycle: New, then Start (loads stored states and resumes them), then
 // Submit/Do/Command from any goroutine, then Close.
 type Runner struct {
-	opts Options
-	log  *slog.Logger
+	opts    Options
+	log     *slog.Logger
+	tracing *tracing.Provider
+	tracer  trace.Tracer
 
 	mu       sync.Mutex
 	rollouts map[api.Key]*entry
@@ -139,9 +148,14 @@ func New(opts Options) (*Runner, error) {
 	if opts.SubscriberBuffer <= 0 {
 		opts.SubscriberBuffer = 256
 	}
+	if opts.Tracing == nil {
+		opts.Tracing = tracing.Off()
+	}
 	r := &Runner{
 		opts:     opts,
 		log:      opts.Logger,
+		tracing:  opts.Tracing,
+		tracer:   opts.Tracing.TracerProvider().Tracer(tracerName),
 		rollouts: map[api.Key]*entry{},
 		subs:     map[chan Update]struct{}{},
 		adm:      admissionState{limits: opts.Limits, granting: map[api.Key]bool{}},

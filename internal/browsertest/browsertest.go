@@ -106,6 +106,21 @@ func (b *Browser) Eval(expr string, out any) {
 	}
 }
 
+// EvalAwait evaluates a JavaScript expression that yields a promise and
+// decodes what the promise resolves to into out.
+func (b *Browser) EvalAwait(expr string, timeout time.Duration, out any) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, timeout)
+	defer cancel()
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[json.RawMessage](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		b.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		b.t.Fatalf("evaluate %s: decode %s: %v", expr, raw, err)
+	}
+}
+
 // Text is the text content of the first element matching the CSS
 // selector, "" when there is none.
 func (b *Browser) Text(selector string) string {
