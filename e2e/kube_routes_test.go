@@ -9,6 +9,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
@@ -16,6 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/rollout"
 	"github.com/sluice-dev/sluice/gateway/gatewayapi/gatewayapitest"
+	"github.com/sluice-dev/sluice/gateway/istio/istiotest"
 	"github.com/sluice-dev/sluice/internal/kubetest"
 )
 
@@ -23,14 +27,18 @@ import (
 // fake controllers that write their status: no gateway implementation
 // runs in these tests, so gatewayapitest.Controller plays the gateway's
 // controller (Accepted/ResolvedRefs at the route's generation, per the
-// Gateway API conformance rules). A VirtualService and its fake status
-// writer can be added beside the HTTPRoute the same way.
+// Gateway API conformance rules). Istio's CRDs are installed too, with no
+// istiod: a VirtualService's weight stays "unverified", as it is in a
+// mesh without istiod's status reporting.
 type routeWorld struct {
 	c    *kubetest.Cluster
 	ns   string
 	gw   gwclient.Interface
+	dyn  dynamic.Interface
 	fake *gatewayapitest.Controller
 }
+
+var virtualServices = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "virtualservices"}
 
 func newRouteWorld(t *testing.T, c *kubetest.Cluster, ns string) *routeWorld {
 	t.Helper()
@@ -42,7 +50,14 @@ func newRouteWorld(t *testing.T, c *kubetest.Cluster, ns string) *routeWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &routeWorld{c: c, ns: ns, gw: gw, fake: gatewayapitest.NewController(gw)}
+	dyn, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := istiotest.InstallCRDs(ctx, dyn); err != nil {
+		t.Fatal(err)
+	}
+	w := &routeWorld{c: c, ns: ns, gw: gw, dyn: dyn, fake: gatewayapitest.NewController(gw)}
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); w.fake.Run(runCtx, 50*time.Millisecond) }()
@@ -116,6 +131,76 @@ func (w *routeWorld) routeShape(t *testing.T, name string) string {
 	return strings.Join(parts, " ")
 }
 
+// virtualService creates the user's VirtualService: a route of their own
+// (static) and the route "primary" to the stable and canary Services that
+// sluice manages.
+func (w *routeWorld) virtualService(t *testing.T, name, stable, canary string) {
+	t.Helper()
+	dest := func(host string, weight int64) map[string]any {
+		return map[string]any{"destination": map[string]any{"host": host}, "weight": weight}
+	}
+	vs := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+		"metadata": map[string]any{"name": name, "namespace": w.ns},
+		"spec": map[string]any{
+			"hosts": []any{name},
+			"http": []any{
+				map[string]any{"name": "static", "match": []any{map[string]any{"uri": map[string]any{"prefix": "/static"}}},
+					"route": []any{map[string]any{"destination": map[string]any{"host": "static-files"}}}, "timeout": "1500ms"},
+				map[string]any{"name": "primary", "route": []any{dest(stable, 100), dest(canary, 0)}},
+			},
+		},
+	}}
+	if _, err := w.dyn.Resource(virtualServices).Namespace(w.ns).Create(t.Context(), vs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// vsShape is the VirtualService's http routes in the words of routeShape:
+// "static[static-files:-] beta[kg-canary:100] primary[kg-stable:80 kg-canary:20]"
+// ("-" for no weight), mirrors as mirror:host@percent.
+func (w *routeWorld) vsShape(t *testing.T, name string) string {
+	t.Helper()
+	vs, err := w.dyn.Resource(virtualServices).Namespace(w.ns).Get(ctxFor(t, 10*time.Second), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes, _, _ := unstructured.NestedSlice(vs.Object, "spec", "http")
+	var parts []string
+	for _, r := range routes {
+		route, _ := r.(map[string]any)
+		n, _ := route["name"].(string)
+		var refs []string
+		dests, _, _ := unstructured.NestedSlice(route, "route")
+		for _, d := range dests {
+			dm, _ := d.(map[string]any)
+			host, _, _ := unstructured.NestedString(dm, "destination", "host")
+			weight := "-"
+			if wv, ok := dm["weight"]; ok {
+				weight = fmt.Sprint(wv)
+			}
+			refs = append(refs, host+":"+weight)
+		}
+		if host, ok, _ := unstructured.NestedString(route, "mirror", "host"); ok {
+			pct, _, _ := unstructured.NestedFieldNoCopy(route, "mirrorPercentage", "value")
+			refs = append(refs, fmt.Sprintf("mirror:%s@%v%%", host, pct))
+		}
+		parts = append(parts, n+"["+strings.Join(refs, " ")+"]")
+	}
+	return strings.Join(parts, " ")
+}
+
+// waitRoutes waits until the HTTPRoute and the VirtualService, both named
+// name, have the shapes wanted.
+func (w *routeWorld) waitRoutes(t *testing.T, name, httpRoute, virtualService string) {
+	t.Helper()
+	w.waitRoute(t, name, httpRoute)
+	kubetest.Eventually(t, 30*time.Second, "VirtualService "+name+" = "+virtualService, func() (bool, string) {
+		got := w.vsShape(t, name)
+		return got == virtualService, got
+	})
+}
+
 func (w *routeWorld) waitRoute(t *testing.T, name, want string) {
 	t.Helper()
 	kubetest.Eventually(t, 30*time.Second, "HTTPRoute "+name+" = "+want, func() (bool, string) {
@@ -124,17 +209,19 @@ func (w *routeWorld) waitRoute(t *testing.T, name, want string) {
 	})
 }
 
-// TestKubeGatewayAPIRoute runs a Kubernetes-mode canary of a Rollout that
-// names an HTTPRoute (and no xDS) through the real binary: the route is
-// right after every step (weights, header route, mirror, promotion, and
-// separately an abort), each step waits until the fake gateway reports
-// the write taken, and the user's own rule is never touched.
-func TestKubeGatewayAPIRoute(t *testing.T) {
+// TestKubeClusterRoutes runs a Kubernetes-mode canary of a Rollout that
+// names an HTTPRoute and a VirtualService (and no xDS) through the real
+// binary: both are right after every step (weights, header route, cookie
+// route, mirror, promotion, and separately an abort), each step waits
+// until the fake gateway reports the route taken, and the user's own
+// rules are never touched.
+func TestKubeClusterRoutes(t *testing.T) {
 	c := kubetest.Shared(t)
 	ns := c.Namespace(t)
 	w := newRouteWorld(t, c, ns)
 	w.services(t, "kg", "kg-stable", "kg-canary")
 	w.httpRoute(t, "kg", "kg-stable")
+	w.virtualService(t, "kg", "kg-stable", "kg-canary")
 	repo := newGitRepo(t)
 	spec := kubeRollout{Name: "kg", Namespace: ns, Version: v1, Replicas: 2,
 		Canary: "stableService: kg-stable\ncanaryService: kg-canary\n",
@@ -142,27 +229,32 @@ func TestKubeGatewayAPIRoute(t *testing.T) {
 - pause: {}
 - setHeaderRoute: {name: beta, match: [{headerName: X-Canary, headerValue: {exact: "yes"}}]}
 - pause: {}
+- setHeaderRoute: {name: beta-cookie, match: [{headerName: cookie, headerValue: {exact: "beta=1"}}]}
+- pause: {}
 - setMirrorRoute: {name: shadow, percentage: 50, match: [{path: {prefix: /api}}]}
 - pause: {}
 `,
-		TrafficRouting: `managedRoutes: [{name: beta}, {name: shadow}]
+		TrafficRouting: `managedRoutes: [{name: beta}, {name: beta-cookie}, {name: shadow}]
 plugins:
   argoproj-labs/gatewayAPI: {httpRoute: kg}
+istio:
+  virtualService: {name: kg, routes: [primary]}
 `}
 	repo.push("v1", map[string]string{"rollouts/kg.yaml": spec.yaml()})
 	d := startDaemon(t, repo, "--kubernetes", "--kubeconfig", c.Kubeconfig, "--ack-timeout", "2m")
 	d.waitStatus(ns+"/kg", 60*time.Second, "stable v1", func(s httpapi.RolloutStatus) bool {
 		return s.Phase == rollout.PhaseHealthy && s.StableVersion == v1
 	})
-	const user = "static[static-files:1] "
-	w.waitRoute(t, "kg", user+"-[kg-stable:100]")
+	const user, vsUser = "static[static-files:1] ", "static[static-files:-] "
+	const hrStable, vsStable = user + "-[kg-stable:100]", vsUser + "primary[kg-stable:100 kg-canary:0]"
+	w.waitRoutes(t, "kg", hrStable, vsStable)
 
 	// The gateway holds its status: the step has written the route but
 	// waits for the gateway before it goes on.
 	w.fake.Set(ns, "kg", gatewayapitest.Hold)
 	spec.Version = v2
 	commit := repo.push("v2", map[string]string{"rollouts/kg.yaml": spec.yaml()})
-	w.waitRoute(t, "kg", user+"-[kg-stable:80 kg-canary:20]")
+	w.waitRoutes(t, "kg", user+"-[kg-stable:80 kg-canary:20]", vsUser+"primary[kg-stable:80 kg-canary:20]")
 	held := time.Now()
 	for time.Since(held) < 3*time.Second {
 		if st, ok := d.status(ns + "/kg"); ok && st.Phase == rollout.PhasePaused {
@@ -176,20 +268,28 @@ plugins:
 	})
 
 	d.cli("promote", ns+"/kg")
-	w.waitRoute(t, "kg", user+"sluice-header-beta[kg-canary:1] -[kg-stable:80 kg-canary:20]")
+	w.waitRoutes(t, "kg", user+"sluice-header-beta[kg-canary:1] -[kg-stable:80 kg-canary:20]",
+		vsUser+"beta[kg-canary:100] primary[kg-stable:80 kg-canary:20]")
 	d.waitStatus(ns+"/kg", 60*time.Second, "paused after the header route", func(s httpapi.RolloutStatus) bool {
 		return s.Phase == rollout.PhasePaused && s.StepIndex == 3
 	})
 	d.cli("promote", ns+"/kg")
-	w.waitRoute(t, "kg", user+"sluice-header-beta[kg-canary:1] sluice-mirror-shadow[kg-stable:80 kg-canary:20 mirror:kg-canary@50%] -[kg-stable:80 kg-canary:20]")
-	d.waitStatus(ns+"/kg", 60*time.Second, "paused after the mirror", func(s httpapi.RolloutStatus) bool {
+	w.waitRoutes(t, "kg", user+"sluice-header-beta[kg-canary:1] sluice-header-beta-cookie[kg-canary:1] -[kg-stable:80 kg-canary:20]",
+		vsUser+"beta[kg-canary:100] beta-cookie[kg-canary:100] primary[kg-stable:80 kg-canary:20]")
+	d.waitStatus(ns+"/kg", 60*time.Second, "paused after the cookie route", func(s httpapi.RolloutStatus) bool {
 		return s.Phase == rollout.PhasePaused && s.StepIndex == 5
+	})
+	d.cli("promote", ns+"/kg")
+	w.waitRoutes(t, "kg", user+"sluice-header-beta[kg-canary:1] sluice-header-beta-cookie[kg-canary:1] sluice-mirror-shadow[kg-stable:80 kg-canary:20 mirror:kg-canary@50%] -[kg-stable:80 kg-canary:20]",
+		vsUser+"beta[kg-canary:100] beta-cookie[kg-canary:100] shadow[kg-stable:80 kg-canary:20 mirror:kg-canary@50%] primary[kg-stable:80 kg-canary:20]")
+	d.waitStatus(ns+"/kg", 60*time.Second, "paused after the mirror", func(s httpapi.RolloutStatus) bool {
+		return s.Phase == rollout.PhasePaused && s.StepIndex == 7
 	})
 	d.cli("promote", ns+"/kg")
 	d.waitStatus(ns+"/kg", 60*time.Second, "promoted", func(s httpapi.RolloutStatus) bool {
 		return s.Phase == rollout.PhaseHealthy && s.StableVersion == v2
 	})
-	w.waitRoute(t, "kg", user+"-[kg-stable:100]")
+	w.waitRoutes(t, "kg", hrStable, vsStable)
 
 	// Separately, an abort: the canary's weight and routes go.
 	const v3 = "e2e/app:v3"
@@ -199,12 +299,13 @@ plugins:
 		return s.CanaryVersion == v3 && s.Phase == rollout.PhasePaused && s.Weights.Canary == 20
 	})
 	d.cli("promote", ns+"/kg")
-	w.waitRoute(t, "kg", user+"sluice-header-beta[kg-canary:1] -[kg-stable:80 kg-canary:20]")
+	w.waitRoutes(t, "kg", user+"sluice-header-beta[kg-canary:1] -[kg-stable:80 kg-canary:20]",
+		vsUser+"beta[kg-canary:100] primary[kg-stable:80 kg-canary:20]")
 	d.cli("abort", ns+"/kg")
 	d.waitStatus(ns+"/kg", 60*time.Second, "aborted", func(s httpapi.RolloutStatus) bool {
 		return s.Phase == rollout.PhaseDegraded && s.StableVersion == v2
 	})
-	w.waitRoute(t, "kg", user+"-[kg-stable:100]")
+	w.waitRoutes(t, "kg", hrStable, vsStable)
 
 	// A gateway that rejects the route is a NACK: the step holds with the
 	// condition's reason (the xds-nack path) and never reaches its pause.
