@@ -43,8 +43,26 @@ type followerXDS struct {
 // before it serves xDS.
 const followerSyncTimeout = 30 * time.Second
 
-func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, log *slog.Logger) (*followerXDS, error) {
+func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, log *slog.Logger) (_ *followerXDS, err error) {
 	log = log.With("role", "follower")
+	// Bind the xDS address before reading the cluster, which takes a
+	// while: a client that dials a follower still syncing waits in the
+	// listen backlog for its first routes. Refused instead, a gRPC client
+	// takes it as a Listener resource error: its channel gets an erroring
+	// config selector and its wait-for-ready calls are queued without a
+	// cluster; when the routes arrive, the xds_cluster_manager picker
+	// fails every queued call with `unknown cluster selected for RPC: ""`
+	// (grpc-go 1.85 internal/xds/resolver, balancer/clustermanager). That
+	// was issue 13's "follower clients fail around a promotion".
+	lis, err := net.Listen("tcp", o.XDSAddr)
+	if err != nil {
+		return nil, fmt.Errorf("xds listener: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = lis.Close()
+		}
+	}()
 	gw, err := gateway.New(gateway.Options{Logger: log, Registry: prometheus.NewRegistry(), EnvoyPort: o.EnvoyPort, TLS: o.XDSTLS,
 		Limits: o.XDSLimits, AllowedNodes: o.XDSAllowedNodes})
 	if err != nil {
@@ -113,11 +131,6 @@ func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, log *slo
 		log.Warn("follower: serving xDS before the rollout records were read", "resource", v1alpha1.Resource, "waited", followerSyncTimeout)
 	}
 	synced()
-	lis, err := net.Listen("tcp", o.XDSAddr)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("xds listener: %w", err)
-	}
 	f := &followerXDS{cancel: cancel, served: make(chan struct{}), addr: lis.Addr()}
 	go func() {
 		defer close(f.served)
