@@ -75,12 +75,15 @@ func NewBoard(opts BoardOptions) (*Board, error) {
 	return b, nil
 }
 
-// Start watches the followers' ConfigMaps until ctx ends and waits until
-// they are listed once (bounded by ctx).
-func (b *Board) Start(ctx context.Context) error {
+// Start watches the followers' ConfigMaps until ctx ends and waits at
+// most syncWithin until they are listed once. On an error the watch goes
+// on: a follower not listed yet is not waited for.
+func (b *Board) Start(ctx context.Context, syncWithin time.Duration) error {
 	go b.informer.Run(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), b.informer.HasSynced) {
-		return fmt.Errorf("ackboard: list configmaps -l %s in %s: %w", LabelBoard, b.opts.Namespace, context.Cause(ctx))
+	syncCtx, cancel := context.WithTimeout(ctx, syncWithin)
+	defer cancel()
+	if !cache.WaitForCacheSync(syncCtx.Done(), b.informer.HasSynced) {
+		return fmt.Errorf("ackboard: list configmaps -l %s in %s (RBAC: configmaps list, watch): %w", LabelBoard, b.opts.Namespace, context.Cause(syncCtx))
 	}
 	return nil
 }

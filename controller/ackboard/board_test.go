@@ -41,7 +41,7 @@ func board(t *testing.T, c *kubetest.Cluster, ns, identity string) *Board {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if err := b.Start(ctx); err != nil {
+	if err := b.Start(ctx, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	return b

@@ -35,7 +35,7 @@ func TestFollowerXDSBindsBeforeSync(t *testing.T) {
 	defer cancel()
 	started := make(chan error, 1)
 	go func() {
-		f, err := startFollowerXDS(ctx, Options{XDSAddr: addr}, &rest.Config{Host: apiserver.URL}, slog.New(slog.DiscardHandler))
+		f, err := startFollowerXDS(ctx, Options{XDSAddr: addr}, &rest.Config{Host: apiserver.URL}, "sluice-0", slog.New(slog.DiscardHandler))
 		if f != nil {
 			f.stop()
 		}

@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"github.com/sluice-dev/sluice/controller/ackboard"
 	"log/slog"
 	"time"
 
@@ -124,6 +125,9 @@ type Options struct {
 	// fence guards the cluster state store's writes; RunElected sets it to
 	// the elector.
 	fence kubestore.Fence
+	// followerAcks, when set, makes the leader wait for the followers'
+	// xDS clients too; RunElected sets it with the state in the cluster.
+	followerAcks *ackboard.Board
 }
 
 // mode is where the rollouts run, for the strategy loader.
