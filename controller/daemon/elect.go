@@ -83,6 +83,7 @@ func RunElected(ctx context.Context, opts Options) error {
 		leadErr = d.Run(ctx)
 	})
 	if leadErr != nil {
+		logLeadFailure(opts.Logger, leadErr)
 		return leadErr
 	}
 	return err
