@@ -3,11 +3,11 @@ package daemon
 import (
 	"errors"
 	"fmt"
-	"github.com/sluice-dev/sluice/controller/ackboard"
 	"log/slog"
 	"time"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/ackboard"
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/store/kubestore"
 	"github.com/sluice-dev/sluice/gateway"
