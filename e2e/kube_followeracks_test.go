@@ -164,7 +164,14 @@ func TestKubeFollowerAcksReachLeader(t *testing.T) {
 		time.Sleep(200 * time.Millisecond) // sampling that nothing happens: no event to wait for
 	}
 	client.ack(held)
+	acked := time.Now()
 	fifty := client.next(func(w uint32) bool { return w == 50 })
+	// The 1 s pause, then 50%: well before the ack timeout (10 s) would
+	// let the step go on had the leader not matched the follower's report
+	// to its own routes.
+	if took := time.Since(acked); took > 6*time.Second {
+		t.Errorf("50%% reached the follower %s after its client ACKed 20%%; the leader did not take the ACK", took.Round(time.Millisecond))
+	}
 	client.nack(fifty, "e2e: weights rejected on purpose")
 	a := h.hook.wait(t, alert.EventXDSNack, key, 30*time.Second)
 	if !strings.Contains(a.Reason, "e2e: weights rejected on purpose") {
