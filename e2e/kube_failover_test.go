@@ -130,7 +130,10 @@ func freeLoopbackAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func (h *haRig) start() *haReplica {
+func (h *haRig) start() *haReplica { return h.startWith(h.c.Kubeconfig) }
+
+// startWith starts a replica that reaches the apiserver with kubeconfig.
+func (h *haRig) startWith(kubeconfig string) *haReplica {
 	t := h.t
 	h.starts++
 	r := &haReplica{identity: fmt.Sprintf("sluice-%d", h.starts), log: &testkit.SyncBuffer{}, exited: make(chan struct{}),
@@ -139,7 +142,7 @@ func (h *haRig) start() *haReplica {
 		"--repo", h.repo.origin, "--branch", "main", "--interval", "500ms",
 		"--state-dir", filepath.Join(t.TempDir(), "state"),
 		"--xds-addr", r.xdsAddr, "--http-addr", r.httpAddr,
-		"--kubernetes", "--kubeconfig", h.c.Kubeconfig,
+		"--kubernetes", "--kubeconfig", kubeconfig,
 		"--leader-elect", "--state-store", "kubernetes", "--namespace", h.ns,
 		"--alert-webhook", h.hook.srv.URL,
 		"--log-format", "json", "--log-level", "info")

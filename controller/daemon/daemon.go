@@ -153,7 +153,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 	var traffic runner.Traffic = d.meter
 	var workloads runner.Workloads
 	if o.Kubernetes {
-		if d.kube, err = newKubeParts(o, d.meter, reg, d.log); err != nil {
+		if d.kube, err = newKubeParts(o, o.waitForFollowers(d.meter), reg, d.log); err != nil {
 			return err
 		}
 		traffic, workloads = d.kube.routed, d.kube.workloads

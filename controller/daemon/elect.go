@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/sluice-dev/sluice/controller/ackboard"
 	"github.com/sluice-dev/sluice/controller/leader"
 )
 
@@ -53,7 +54,7 @@ func RunElected(ctx context.Context, opts Options) error {
 	xdsAddr := ""
 	var xds *followerXDS
 	if opts.StateStore == StateStoreKubernetes {
-		if xds, err = startFollowerXDS(ctx, opts, cfg, opts.Logger); err != nil {
+		if xds, err = startFollowerXDS(ctx, opts, cfg, elector.Identity(), opts.Logger); err != nil {
 			return err
 		}
 		defer xds.stop()
@@ -71,6 +72,9 @@ func RunElected(ctx context.Context, opts Options) error {
 		}
 		o := opts
 		o.fence = elector
+		if opts.StateStore == StateStoreKubernetes {
+			o.followerAcks = leaderBoard(ctx, client, opts, elector.Identity())
+		}
 		d, err := New(o)
 		if err != nil {
 			leadErr = err
@@ -79,6 +83,7 @@ func RunElected(ctx context.Context, opts Options) error {
 		leadErr = d.Run(ctx)
 	})
 	if leadErr != nil {
+		logLeadFailure(opts.Logger, leadErr)
 		return leadErr
 	}
 	return err
@@ -111,4 +116,20 @@ func serveFollower(addr string) (*followerHTTP, error) {
 func (f *followerHTTP) stop() {
 	_ = f.srv.Close()
 	<-f.stopped
+}
+
+// leaderBoard watches the followers' ACK reports for the leader's waits
+// (ackboard). It cannot fail the leadership: without it (no RBAC to list
+// the ConfigMaps) a step waits for the leader's own clients only, as the
+// error log says.
+func leaderBoard(ctx context.Context, client kubernetes.Interface, opts Options, identity string) *ackboard.Board {
+	board, err := ackboard.NewBoard(ackboard.BoardOptions{Client: client, Namespace: opts.namespace(), Identity: identity, Logger: opts.Logger})
+	if err != nil {
+		opts.Logger.Error("followers' xDS acks are not waited for", "err", err)
+		return nil
+	}
+	if err := board.Start(ctx, followerSyncTimeout); err != nil {
+		opts.Logger.Error("followers' xDS acks: not listed yet; followers not seen are not waited for", "err", err)
+	}
+	return board
 }

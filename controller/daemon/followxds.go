@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/ackboard"
 	"github.com/sluice-dev/sluice/controller/runner"
 	"github.com/sluice-dev/sluice/controller/store/kubestore"
 	"github.com/sluice-dev/sluice/controller/store/kubestore/v1alpha1"
@@ -43,8 +45,26 @@ type followerXDS struct {
 // before it serves xDS.
 const followerSyncTimeout = 30 * time.Second
 
-func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, log *slog.Logger) (*followerXDS, error) {
+func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, identity string, log *slog.Logger) (_ *followerXDS, err error) {
 	log = log.With("role", "follower")
+	// Bind the xDS address before reading the cluster, which takes a
+	// while: a client that dials a follower still syncing waits in the
+	// listen backlog for its first routes. Refused instead, a gRPC client
+	// takes it as a Listener resource error: its channel gets an erroring
+	// config selector and its wait-for-ready calls are queued without a
+	// cluster; when the routes arrive, the xds_cluster_manager picker
+	// fails every queued call with `unknown cluster selected for RPC: ""`
+	// (grpc-go 1.85 internal/xds/resolver, balancer/clustermanager). That
+	// was issue 13's "follower clients fail around a promotion".
+	lis, err := net.Listen("tcp", o.XDSAddr)
+	if err != nil {
+		return nil, fmt.Errorf("xds listener: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = lis.Close()
+		}
+	}()
 	gw, err := gateway.New(gateway.Options{Logger: log, Registry: prometheus.NewRegistry(), EnvoyPort: o.EnvoyPort, TLS: o.XDSTLS,
 		Limits: o.XDSLimits, AllowedNodes: o.XDSAllowedNodes})
 	if err != nil {
@@ -64,8 +84,13 @@ func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, log *slo
 	if err != nil {
 		return nil, fmt.Errorf("follower workloads: %w", err)
 	}
-	traffic = newClusterTraffic(gw, workloads, log)
+	acks, err := ackboard.NewWriter(ackboard.WriterOptions{Client: client, Namespace: o.namespace(), Identity: identity, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("follower acks: %w", err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
+	reporter := &ackReporter{gw: gw, out: acks, log: log, ctx: ctx, waiting: map[string]context.CancelFunc{}}
+	traffic = newClusterTraffic(reporter, workloads, log)
 	if err := workloads.Start(ctx); err != nil {
 		cancel()
 		return nil, fmt.Errorf("follower workloads: %w", err)
@@ -113,14 +138,13 @@ func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, log *slo
 		log.Warn("follower: serving xDS before the rollout records were read", "resource", v1alpha1.Resource, "waited", followerSyncTimeout)
 	}
 	synced()
-	lis, err := net.Listen("tcp", o.XDSAddr)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("xds listener: %w", err)
-	}
 	f := &followerXDS{cancel: cancel, served: make(chan struct{}), addr: lis.Addr()}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = acks.Run(ctx) }()
 	go func() {
 		defer close(f.served)
+		defer wg.Wait()
 		if err := gw.Serve(ctx, lis); err != nil {
 			log.Warn("follower xds", "err", err)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/ackboard"
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/store/kubestore"
 	"github.com/sluice-dev/sluice/controller/tracing"
@@ -139,6 +140,9 @@ type Options struct {
 	// fence guards the cluster state store's writes; RunElected sets it to
 	// the elector.
 	fence kubestore.Fence
+	// followerAcks, when set, makes the leader wait for the followers'
+	// xDS clients too; RunElected sets it with the state in the cluster.
+	followerAcks *ackboard.Board
 }
 
 // mode is where the rollouts run, for the strategy loader.

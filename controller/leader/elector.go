@@ -108,7 +108,10 @@ func New(opts Options) (*Elector, error) {
 // with a context that ends the moment leadership is lost (or ctx ends),
 // and waits for lead to return before giving the Lease up, so the next
 // leader never overlaps with this one's shutdown. It returns
-// ErrLostLeadership when leadership ended before ctx did.
+// ErrLostLeadership when leadership ended before ctx did. When lead
+// returns on its own while ctx goes on, Run releases the Lease and
+// returns ErrLostLeadership too: a leader that no longer acts must not
+// keep the Lease.
 func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) error {
 	lock := &fencedLock{Interface: &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: e.opts.Namespace, Name: e.opts.Name},
@@ -132,6 +135,12 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) error
 			OnStartedLeading: func(leCtx context.Context) {
 				started.Store(true)
 				defer close(leadDone)
+				// client-go runs this callback on its own goroutine and
+				// keeps renewing after it returns: a lead that ended on
+				// its own (say, the apiserver refused the state) would
+				// hold the Lease and act on nothing. Release it, so Run
+				// returns and another replica takes over.
+				defer cancelElector()
 				e.leading.Store(true)
 				e.log.Info("leading", "identity", e.opts.Identity, "epoch", e.Epoch())
 				leadCtx, cancel := context.WithCancel(leCtx)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -191,4 +192,36 @@ func startForcedStore(t *testing.T, cfg *rest.Config, ns string, of *leader.Elec
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestLeadEndingReleasesLease: a lead function that returns on its own
+// (the daemon failed to start: the apiserver refused its state) makes Run
+// release the Lease and return, so that the replica exits and another one
+// takes over, instead of renewing a Lease while acting on nothing.
+func TestLeadEndingReleasesLease(t *testing.T) {
+	c := kubetest.Shared(t)
+	ns := c.Namespace(t)
+	e, err := leader.New(leader.Options{Client: c.Client, Namespace: ns, Identity: "gives-up", LeaseDuration: lease, RenewDeadline: renew, RetryPeriod: retry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx, func(context.Context) {}) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, leader.ErrLostLeadership) {
+			t.Fatalf("Run = %v, want ErrLostLeadership", err)
+		}
+	case <-time.After(3 * lease):
+		t.Fatal("Run still campaigning (renewing the Lease) after its lead returned")
+	}
+	l, err := c.Client.CoordinationV1().Leases(ns).Get(context.Background(), leader.LeaseName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := l.Spec.HolderIdentity; h != nil && *h != "" {
+		t.Fatalf("the Lease is still held by %q after the lead returned", *h)
+	}
 }
