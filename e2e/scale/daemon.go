@@ -40,14 +40,14 @@ func buildSluice(ctx context.Context, dir string) (string, error) {
 
 // daemon is one `sluice run` process.
 type daemon struct {
-	cmd      *exec.Cmd
-	pid      int
-	xdsAddr  string
-	url      string
-	secret   []byte
-	logPath  string
-	exited   chan struct{}
-	logFile  *os.File
+	cmd     *exec.Cmd
+	pid     int
+	xdsAddr string
+	url     string
+	secret  []byte
+	logPath string
+	exited  chan struct{}
+	logFile *os.File
 }
 
 // startDaemon runs `sluice run` on loopback ports picked by the kernel and

@@ -520,4 +520,3 @@ func max0(i int) int {
 	}
 	return i
 }
-
