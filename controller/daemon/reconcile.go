@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/rollout"
 	"github.com/sluice-dev/sluice/diffengine"
@@ -40,15 +42,14 @@ func (d *Daemon) apply(ctx context.Context, rev gitwatch.Revision) error {
 	for _, r := range rev.Set.Rejected {
 		rejected[r.Key] = r.Diagnostics
 	}
+	var events []keyedEvent
 	for _, c := range changes {
 		ev, ok := d.eventFor(c, rev, rejected)
 		if !ok {
 			continue
 		}
 		d.meter.commitSeen(c.Rollout, rev)
-		if _, err := d.runner.Do(ctx, c.Rollout, ev); err != nil {
-			return fmt.Errorf("apply commit %s to %s: %w", short(rev.Commit), c.Rollout, err)
-		}
+		events = append(events, keyedEvent{key: c.Rollout, ev: ev})
 		delete(rejected, c.Rollout)
 	}
 	// Rollouts whose file no longer parses keep their spec in force; the
@@ -60,11 +61,37 @@ func (d *Daemon) apply(ctx context.Context, rev gitwatch.Revision) error {
 	}
 	// Rejected rollouts that the diff did not mention.
 	for key, diags := range rejected {
-		if _, err := d.runner.Do(ctx, key, rollout.Invalid{Commit: rev.Commit, Errors: diags}); err != nil {
-			return fmt.Errorf("apply commit %s to %s: %w", short(rev.Commit), key, err)
-		}
+		events = append(events, keyedEvent{key: key, ev: rollout.Invalid{Commit: rev.Commit, Errors: diags}})
 	}
-	return nil
+	return d.doAll(ctx, rev.Commit, events)
+}
+
+// keyedEvent is one rollout's event from a commit.
+type keyedEvent struct {
+	key api.Key
+	ev  rollout.Event
+}
+
+// applyParallelism bounds the events of one commit in flight at once.
+const applyParallelism = 256
+
+// doAll hands every event to the runner and waits until each has been
+// processed (persisted and acted on). Different rollouts proceed in
+// parallel, so the store commits their states together (one fsync for many
+// instead of one each: a commit that changes 1,000 rollouts took 25 ms per
+// rollout one after the other). It returns the first error.
+func (d *Daemon) doAll(ctx context.Context, commit string, events []keyedEvent) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(applyParallelism)
+	for _, ke := range events {
+		g.Go(func() error {
+			if _, err := d.runner.Do(ctx, ke.key, ke.ev); err != nil {
+				return fmt.Errorf("apply commit %s to %s: %w", short(commit), ke.key, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 // eventFor maps a diff to the state machine's event; a rollout that is
