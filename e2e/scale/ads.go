@@ -40,6 +40,13 @@ type adsSubscriber struct {
 	names     map[string][]string
 	changed   chan struct{}
 	err       error
+	// outbox holds requests for the sender goroutine: like Envoy, the
+	// subscriber never stops reading while a request waits for flow
+	// control (sending inline deadlocks once the server's window fills
+	// while it waits for us to read).
+	outbox  []*discoveryv3.DiscoveryRequest
+	pending chan struct{}
+	done    chan struct{}
 }
 
 func subscribeADS(ctx context.Context, addr, node, host string, clusters []string) (*adsSubscriber, error) {
@@ -53,7 +60,7 @@ func subscribeADS(ctx context.Context, addr, node, host string, clusters []strin
 		cc.Close()
 		return nil, fmt.Errorf("ads stream: %w", err)
 	}
-	a := &adsSubscriber{cc: cc, s: s, host: host, names: map[string][]string{}, changed: make(chan struct{})}
+	a := &adsSubscriber{cc: cc, s: s, host: host, names: map[string][]string{}, changed: make(chan struct{}), pending: make(chan struct{}, 1), done: make(chan struct{})}
 	nodeProto := &corev3.Node{Id: node}
 	first := []string{resourcev3.ListenerType, resourcev3.ClusterType}
 	if host != "" {
@@ -64,13 +71,41 @@ func subscribeADS(ctx context.Context, addr, node, host string, clusters []strin
 		first = append(first, resourcev3.RouteType, resourcev3.EndpointType)
 	}
 	for _, typ := range first {
-		if err := s.Send(&discoveryv3.DiscoveryRequest{Node: nodeProto, TypeUrl: typ, ResourceNames: a.names[typ]}); err != nil {
-			cc.Close()
-			return nil, err
-		}
+		a.send(&discoveryv3.DiscoveryRequest{Node: nodeProto, TypeUrl: typ, ResourceNames: a.names[typ]})
 	}
 	go a.run()
+	go a.sender()
 	return a, nil
+}
+
+// send queues a request for the sender.
+func (a *adsSubscriber) send(r *discoveryv3.DiscoveryRequest) {
+	a.mu.Lock()
+	a.outbox = append(a.outbox, r)
+	a.mu.Unlock()
+	select {
+	case a.pending <- struct{}{}:
+	default:
+	}
+}
+
+func (a *adsSubscriber) sender() {
+	for {
+		select {
+		case <-a.done:
+			return
+		case <-a.pending:
+		}
+		a.mu.Lock()
+		batch := a.outbox
+		a.outbox = nil
+		a.mu.Unlock()
+		for _, r := range batch {
+			if err := a.s.Send(r); err != nil {
+				return // Recv sees the stream's end too
+			}
+		}
+	}
 }
 
 func (a *adsSubscriber) run() {
@@ -92,9 +127,7 @@ func (a *adsSubscriber) loop() error {
 		a.mu.Lock()
 		names := a.names[typ]
 		a.mu.Unlock()
-		if err := a.s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: typ, ResourceNames: names, VersionInfo: r.GetVersionInfo(), ResponseNonce: r.GetNonce()}); err != nil {
-			return err
-		}
+		a.send(&discoveryv3.DiscoveryRequest{TypeUrl: typ, ResourceNames: names, VersionInfo: r.GetVersionInfo(), ResponseNonce: r.GetNonce()})
 		if err := a.follow(r); err != nil {
 			return err
 		}
@@ -168,7 +201,8 @@ func (a *adsSubscriber) subscribe(typ string, names []string) error {
 	a.mu.Lock()
 	a.names[typ] = names
 	a.mu.Unlock()
-	return a.s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: typ, ResourceNames: names})
+	a.send(&discoveryv3.DiscoveryRequest{TypeUrl: typ, ResourceNames: names})
+	return nil
 }
 
 // counters returns the bytes and responses received so far.
@@ -198,4 +232,7 @@ func (a *adsSubscriber) waitVhosts(ctx context.Context, n int) error {
 	}
 }
 
-func (a *adsSubscriber) close() { a.cc.Close() }
+func (a *adsSubscriber) close() {
+	close(a.done)
+	a.cc.Close()
+}

@@ -72,6 +72,8 @@ func startDaemon(ctx context.Context, bin, dir string, repo *gitRepo, extra []st
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
+	// The daemon must not outlive this program, however it ends.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	pr, pw := io.Pipe()
 	cmd.Stdout = lf
 	cmd.Stderr = io.MultiWriter(lf, pw)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -30,6 +31,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.Idle, "idle", 5*time.Minute, "how long idle CPU is measured")
 	fs.IntVar(&cfg.Changed, "changed", 1000, "rollouts one commit moves to a new image (0: skip the changes)")
 	fs.StringVar(&cfg.Sluice, "sluice", "", "sluice binary (default: build ./cmd/sluice)")
+	daemonArgs := fs.String("daemon-args", "", "extra flags for sluice run, space-separated (e.g. \"--debug-addr 127.0.0.1:6061\")")
 	keep := fs.Bool("keep", false, "keep the work directory (repository, state, the daemon's log)")
 	out := fs.String("o", "table", "output: table or json")
 	if err := fs.Parse(args); err != nil {
@@ -48,6 +50,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		defer os.RemoveAll(dir)
 	}
 	cfg.Dir = dir
+	cfg.DaemonArgs = strings.Fields(*daemonArgs)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res, err := Run(ctx, cfg)

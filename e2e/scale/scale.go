@@ -30,8 +30,10 @@ type Config struct {
 	Changed int
 	// Sluice is the binary; empty builds ./cmd/sluice into Dir.
 	Sluice string
-	Dir    string    // work directory (repository, state, log)
-	Log    io.Writer // progress lines; nil discards
+	Dir    string // work directory (repository, state, log)
+	// DaemonArgs are extra flags for sluice run (--debug-addr, say).
+	DaemonArgs []string
+	Log        io.Writer // progress lines; nil discards
 }
 
 // Result is what a run measured. Durations are in seconds, sizes in bytes.
@@ -138,7 +140,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 
 	say("starting sluice run")
 	start := time.Now()
-	d, err := startDaemon(ctx, bin, cfg.Dir, repo, nil)
+	d, err := startDaemon(ctx, bin, cfg.Dir, repo, cfg.DaemonArgs)
 	if err != nil {
 		return res, err
 	}
