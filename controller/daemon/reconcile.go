@@ -7,8 +7,10 @@ import (
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/rollout"
+	"github.com/sluice-dev/sluice/controller/runner"
 	"github.com/sluice-dev/sluice/diffengine"
 	"github.com/sluice-dev/sluice/gitwatch"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // apply turns one Revision into per-rollout events and hands them to the
@@ -40,20 +42,14 @@ func (d *Daemon) apply(ctx context.Context, rev gitwatch.Revision) error {
 	for _, r := range rev.Set.Rejected {
 		rejected[r.Key] = r.Diagnostics
 	}
+	var events []runner.KeyedEvent
 	for _, c := range changes {
 		ev, ok := d.eventFor(c, rev, rejected)
 		if !ok {
 			continue
 		}
 		d.meter.commitSeen(c.Rollout, rev)
-		routing := d.routingInForce(c)
-		cctx, span := d.startChange(ctx, rev.Commit, c.Rollout, eventName(ev))
-		_, err := d.runner.Do(cctx, c.Rollout, ev)
-		endChange(span, err)
-		if err != nil {
-			return fmt.Errorf("apply commit %s to %s: %w", short(rev.Commit), c.Rollout, err)
-		}
-		d.releaseRoutes(ctx, c.Rollout, routing)
+		events = append(events, runner.KeyedEvent{Key: c.Rollout, Event: ev})
 		delete(rejected, c.Rollout)
 	}
 	// Rollouts whose file no longer parses keep their spec in force; the
@@ -65,12 +61,35 @@ func (d *Daemon) apply(ctx context.Context, rev gitwatch.Revision) error {
 	}
 	// Rejected rollouts that the diff did not mention.
 	for key, diags := range rejected {
-		cctx, span := d.startChange(ctx, rev.Commit, key, "Invalid")
-		_, err := d.runner.Do(cctx, key, rollout.Invalid{Commit: rev.Commit, Errors: diags})
-		endChange(span, err)
-		if err != nil {
-			return fmt.Errorf("apply commit %s to %s: %w", short(rev.Commit), key, err)
+		events = append(events, runner.KeyedEvent{Key: key, Event: rollout.Invalid{Commit: rev.Commit, Errors: diags}})
+	}
+	return d.doAll(ctx, rev.Commit, events)
+}
+
+// doAll hands a commit's events to the runner in order (the canary
+// queue's tickets follow it) and waits until each has been processed
+// (persisted and acted on). Different rollouts proceed in parallel, so the
+// store commits their states together: one fsync for many instead of one
+// each (a commit that changes 1,000 rollouts took 25 ms per rollout one
+// after the other). Routes a change stops naming are released once it is
+// applied. It returns the first error.
+func (d *Daemon) doAll(ctx context.Context, commit string, events []runner.KeyedEvent) error {
+	routing := make([]*api.ClusterRouting, len(events))
+	spans := make([]trace.Span, len(events))
+	for i, ke := range events {
+		if c, ok := ke.Event.(rollout.Change); ok {
+			routing[i] = d.routingInForce(ke.Key, c)
 		}
+		_, spans[i] = d.startChange(ctx, commit, ke.Key, eventName(ke.Event))
+	}
+	err := d.runner.DoAll(ctx, events, func(i int, err error) {
+		endChange(spans[i], err)
+		if err == nil {
+			d.releaseRoutes(ctx, events[i].Key, routing[i])
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("apply commit %s: %w", short(commit), err)
 	}
 	return nil
 }
@@ -146,17 +165,17 @@ func short(sha string) string {
 // that c drops: all of it when c removes the rollout from git, the routes
 // a strategy edit stops naming otherwise (nil when none). Those routes
 // are released once the runner has applied c.
-func (d *Daemon) routingInForce(c diffengine.Change) *api.ClusterRouting {
+func (d *Daemon) routingInForce(key api.Key, c rollout.Change) *api.ClusterRouting {
 	if d.kube == nil {
 		return nil
 	}
-	s, ok := d.runner.State(c.Rollout)
+	s, ok := d.runner.State(key)
 	if !ok || s.Spec == nil || s.Spec.Routing == nil || s.Removed {
 		return nil
 	}
 	var next *api.ClusterRouting
-	if c.Class != diffengine.Removed && c.New != nil {
-		next = c.New.Routing
+	if c.Class != rollout.ClassRemoved && c.Rollout != nil {
+		next = c.Rollout.Routing
 	}
 	return droppedRouting(s.Spec.Routing, next)
 }

@@ -418,3 +418,41 @@ func eventName(ev rollout.Event) string {
 	}
 	return fmt.Sprintf("%T", ev)
 }
+
+// KeyedEvent is one rollout's event, for DoAll.
+type KeyedEvent struct {
+	Key   api.Key
+	Event rollout.Event
+}
+
+// DoAll submits evs in their order (a change's place in the canary queue
+// follows it) and waits until each is processed; different rollouts
+// proceed in parallel, and one rollout's events in order. done, when set,
+// is called with each event's index and error as it is processed, in
+// order. DoAll returns the first error.
+func (r *Runner) DoAll(ctx context.Context, evs []KeyedEvent, done func(i int, err error)) error {
+	replies := make([]chan result, len(evs))
+	for i, ke := range evs {
+		replies[i] = make(chan result, 1)
+		if err := r.enqueue(ke.Key, job{ev: ke.Event, reply: replies[i]}, true); err != nil {
+			return err
+		}
+	}
+	var first error
+	for i, reply := range replies {
+		var err error
+		select {
+		case res := <-reply:
+			err = res.err
+		case <-ctx.Done():
+			return fmt.Errorf("%s %s: %w", eventName(evs[i].Event), evs[i].Key, ctx.Err())
+		}
+		if done != nil {
+			done(i, err)
+		}
+		if err != nil && first == nil {
+			first = fmt.Errorf("%s: %w", evs[i].Key, err)
+		}
+	}
+	return first
+}

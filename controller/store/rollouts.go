@@ -11,12 +11,10 @@ import (
 
 // SaveRollout stores the state of one rollout, replacing the previous one.
 // The bytes are opaque here: the state machine owns their schema. It returns
-// after the write is on disk.
+// after the write is on disk. Concurrent calls share transactions (see
+// rolloutWrites).
 func (s *Store) SaveRollout(key api.Key, state []byte) error {
-	err := s.update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketRollouts).Put(rolloutKey(key.Namespace, key.Name), state)
-	})
-	if err != nil {
+	if err := s.putRollout(rolloutKey(key.Namespace, key.Name), state); err != nil {
 		return fmt.Errorf("save rollout %s: %w", key, err)
 	}
 	return nil

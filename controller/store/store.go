@@ -59,6 +59,7 @@ type Store struct {
 	path   string
 	schema int
 	log    *slog.Logger
+	writes rolloutWrites
 
 	// failed is closed, and err set, when bbolt panicked (see guard).
 	failOnce sync.Once

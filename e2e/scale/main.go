@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "scale:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := Config{Log: stderr}
+	fs.IntVar(&cfg.Rollouts, "rollouts", 10000, "rollouts in the generated repository")
+	fs.IntVar(&cfg.Namespaces, "namespaces", 100, "namespaces they are spread over")
+	fs.IntVar(&cfg.GRPCHosts, "grpc-hosts", 500, "hosts with a real gRPC xDS client each")
+	fs.DurationVar(&cfg.Idle, "idle", 5*time.Minute, "how long idle CPU is measured")
+	fs.IntVar(&cfg.Changed, "changed", 1000, "rollouts one commit moves to a new image (0: skip the changes)")
+	fs.StringVar(&cfg.Sluice, "sluice", "", "sluice binary (default: build ./cmd/sluice)")
+	daemonArgs := fs.String("daemon-args", "", "extra flags for sluice run, space-separated (e.g. \"--debug-addr 127.0.0.1:6061\")")
+	keep := fs.Bool("keep", false, "keep the work directory (repository, state, the daemon's log)")
+	out := fs.String("o", "table", "output: table or json")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *out != "table" && *out != "json" {
+		return fmt.Errorf("-o %q: want table or json", *out)
+	}
+	dir, err := os.MkdirTemp("", "sluice-scale-")
+	if err != nil {
+		return err
+	}
+	if *keep {
+		fmt.Fprintln(stderr, "work directory:", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	cfg.Dir = dir
+	cfg.DaemonArgs = strings.Fields(*daemonArgs)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if *out == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	return printTable(stdout, res)
+}
+
+func printTable(w io.Writer, r Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	mib := func(b float64) string { return fmt.Sprintf("%.0f MiB", b/(1<<20)) }
+	rows := [][2]string{
+		{"rollouts / namespaces / gRPC hosts", fmt.Sprintf("%d / %d / %d", r.Rollouts, r.Namespaces, r.GRPCHosts)},
+		{"load average (start → end)", r.LoadAverageStart + " → " + r.LoadAverageEnd},
+		{"start → /readyz", fmt.Sprintf("%.1f s", r.ReadySeconds)},
+		{"start → every host on sluice-http (Envoy-shaped)", fmt.Sprintf("%.1f s", r.FirstSnapshotSeconds)},
+		{"start → every gRPC client resolved", fmt.Sprintf("%.1f s", r.GRPCResolvedSeconds)},
+		{"idle RSS (VmRSS)", mib(float64(r.RSSBytes))},
+		{"idle Go heap in use", mib(r.HeapInuseBytes)},
+		{"idle goroutines", fmt.Sprintf("%.0f", r.Goroutines)},
+		{fmt.Sprintf("idle CPU over %.0f s", r.IdleSeconds), fmt.Sprintf("%.2f %% of one core", r.IdleCPUPercent)},
+		{"/metrics size / series / render", fmt.Sprintf("%.1f KiB / %d / %.0f ms", float64(r.MetricsBytes)/1024, r.MetricsSeries, r.MetricsRenderSeconds*1000)},
+	}
+	if r.Changed > 0 {
+		rows = append(rows,
+			[2]string{"one rollout changed: bytes to Envoy-shaped", fmt.Sprintf("%d B in %d responses", r.OneChangeEnvoyBytes, r.OneChangeEnvoyResponses)},
+			[2]string{"one rollout changed: bytes to its gRPC client", fmt.Sprintf("%d B in %d responses", r.OneChangeGRPCBytes, r.OneChangeGRPCResponses)},
+			[2]string{fmt.Sprintf("commit of %d: webhook → status at step 1 (ACKed)", r.Changed), fmt.Sprintf("p50 %.2f s  p99 %.2f s  max %.2f s", r.StatusP50, r.StatusP99, r.StatusMax)},
+			[2]string{fmt.Sprintf("  same, through %d gRPC clients' resolvers", r.ClientsMeasured), fmt.Sprintf("p50 %.2f s  p99 %.2f s  max %.2f s", r.ClientP50, r.ClientP99, r.ClientMax)},
+			[2]string{"  ACK timeouts / status times from polling", fmt.Sprintf("%d / %d", r.AckTimeouts, r.StatusPolled)},
+			[2]string{fmt.Sprintf("%d canaries in analysis: first at step 1 → last past it", r.Changed), fmt.Sprintf("%.1f s", r.AnalysisSeconds)},
+			[2]string{"  runner transitions (visible) / s", fmt.Sprintf("%.0f (%d)", r.TransitionsPerSecond, r.Transitions)},
+			[2]string{"  analysis measurements / s", fmt.Sprintf("%.0f (%d)", r.MeasurementsPerSec, r.AnalysisMeasurements)},
+			[2]string{"gRPC clients answered by the new version", fmt.Sprintf("%d of %d", r.ClientsAnsweredByNew, r.ClientsMeasured)},
+		)
+	}
+	for _, row := range rows {
+		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
+	}
+	return tw.Flush()
+}
