@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/sluice-dev/sluice/api"
@@ -81,6 +82,7 @@ func (r *routedTraffic) WaitForAck(ctx context.Context, host, version string) er
 			return err
 		}
 	}
+	var unverified []string
 	for _, cr := range r.routers {
 		tok, ok := v.Tokens[cr.Name()]
 		if !ok {
@@ -92,7 +94,11 @@ func (r *routedTraffic) WaitForAck(ctx context.Context, host, version string) er
 		}
 		if !res.Verified {
 			r.log.Warn("router write taken but unverified", "rollout", v.Rollout.String(), "router", cr.Name(), "message", res.Message)
+			unverified = append(unverified, cr.Name()+": "+res.Message)
 		}
+	}
+	if len(unverified) > 0 {
+		return &runner.UnverifiedError{Message: strings.Join(unverified, "; ")}
 	}
 	return nil
 }

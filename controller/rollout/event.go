@@ -66,9 +66,12 @@ type AnalysisResult struct {
 }
 
 // TrafficAcked says every connected client for the host ACKed the traffic
-// of SetTraffic generation Gen (or a later one).
+// of SetTraffic generation Gen (or a later one). Unverified, when set,
+// says that a router took the traffic but cannot tell whether its proxies
+// use it (Istio without istiod's status reporting), and why.
 type TrafficAcked struct {
-	Gen uint64 `json:"gen"`
+	Gen        uint64 `json:"gen"`
+	Unverified string `json:"unverified,omitempty"`
 }
 
 // TrafficNacked says a client rejected generation Gen, or the gateway

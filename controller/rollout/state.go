@@ -179,6 +179,9 @@ type State struct {
 	// AckTimedOut records that a step went on without the ACK of its
 	// traffic; it stays set (and shown) until a later ACK arrives.
 	AckTimedOut bool `json:"ackTimedOut,omitempty"`
+	// Unverified is why the latest ACKed traffic is unverified (a router
+	// that cannot tell whether its proxies took it); "" when verified.
+	Unverified string `json:"unverified,omitempty"`
 
 	Weights      api.Weights       `json:"weights"`
 	HeaderRoutes []api.HeaderRoute `json:"headerRoutes,omitempty"`

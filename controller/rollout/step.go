@@ -181,6 +181,7 @@ func (m *machine) acked(e TrafficAcked) {
 	if e.Gen > m.s.AckedGen {
 		m.s.AckedGen = e.Gen
 		m.s.AckTimedOut = false
+		m.s.Unverified = e.Unverified
 	}
 	m.shareAcked(e.Gen)
 	m.armDrains(e.Gen)

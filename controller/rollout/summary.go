@@ -89,6 +89,9 @@ func ackNote(s State) string {
 	if s.AckTimedOut {
 		return " (xDS ACK timed out; went on without it)"
 	}
+	if s.Unverified != "" {
+		return " (" + s.Unverified + ")"
+	}
 	return ""
 }
 

@@ -70,10 +70,14 @@ func (r *Runner) setTraffic(e *entry, a rollout.SetTraffic) {
 		defer r.waits.Done()
 		defer cancel()
 		err := r.opts.Traffic.WaitForAck(ctx, a.Traffic.Host, version)
+		var unverified *UnverifiedError
 		switch {
 		case err == nil:
 			r.endPush(push, ack, version, "acked", nil)
 			r.Submit(key, rollout.TrafficAcked{Gen: a.Gen})
+		case errors.As(err, &unverified):
+			r.endPush(push, ack, version, "unverified", nil)
+			r.Submit(key, rollout.TrafficAcked{Gen: a.Gen, Unverified: unverified.Message})
 		case errors.Is(err, context.DeadlineExceeded):
 			r.log.Warn("xds ack timed out; the step goes on", "rollout", key.String(), "gen", a.Gen, "version", version, "err", err)
 			r.endPush(push, ack, version, "timeout", err)

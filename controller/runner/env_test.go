@@ -30,7 +30,7 @@ var errFakeNack = errors.New("fake nack")
 type fakeTraffic struct {
 	mu      sync.Mutex
 	sets    []api.Traffic
-	mode    string // "ack" (default), "block" (until ctx ends), "nack", "gate" (until release)
+	mode    string // "ack" (default), "block" (until ctx ends), "nack", "unverified", "gate" (until release)
 	onSet   func(api.Traffic) error
 	waiting int
 	gate    chan struct{}
@@ -74,6 +74,8 @@ func (f *fakeTraffic) WaitForAck(ctx context.Context, host, version string) erro
 		}
 	case "nack":
 		return fmt.Errorf("client rejected %s: %w", version, errFakeNack)
+	case "unverified":
+		return fmt.Errorf("routers: %w", &UnverifiedError{Message: "istio: weight unverified: no status"})
 	}
 	return nil
 }

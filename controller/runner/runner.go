@@ -30,8 +30,9 @@ type Traffic interface {
 	// SetTraffic publishes t and returns the version WaitForAck takes.
 	SetTraffic(t api.Traffic) (version string, err error)
 	// WaitForAck returns nil once the clients for host ACKed version (or a
-	// later one), an error wrapping gateway.ErrNack on a NACK, or an error
-	// wrapping ctx.Err() when ctx ends first.
+	// later one), an error wrapping gateway.ErrNack on a NACK, an
+	// *UnverifiedError when the traffic was taken but a router cannot
+	// verify it, or an error wrapping ctx.Err() when ctx ends first.
 	WaitForAck(ctx context.Context, host, version string) error
 }
 
@@ -59,6 +60,13 @@ type Workloads interface {
 	// every set once a ScaleWorkloads is applied.
 	Resend(key api.Key)
 }
+
+// UnverifiedError is what Traffic.WaitForAck returns when the traffic was
+// taken but a router cannot verify that its proxies use it (Istio without
+// istiod's status reporting): the step goes on, and its status says why.
+type UnverifiedError struct{ Message string }
+
+func (e *UnverifiedError) Error() string { return e.Message }
 
 // NoAnalyzerMessage is the verdict message when no analysis engine is
 // wired: the run ends Inconclusive, so the canary pauses instead of passing.

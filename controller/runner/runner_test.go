@@ -285,6 +285,9 @@ func TestAcks(t *testing.T) {
 	}{
 		{"nack", rollout.PhasePaused, 0, "xDS NACK"},
 		{"block", rollout.PhasePaused, 1, "xDS ACK timed out"},
+		// A router that took the traffic but cannot verify it: the step
+		// goes on at once (no ACK timeout) and the status says why.
+		{"unverified", rollout.PhasePaused, 1, "(istio: weight unverified: no status)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.mode, func(t *testing.T) {
