@@ -8,8 +8,6 @@ import (
 
 	"github.com/sluice-dev/sluice/api"
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
@@ -147,30 +145,13 @@ func weightedGRPCRefs(refs []gwv1.GRPCBackendRef, t api.Traffic, stable, canary 
 // writeGRPCRoute is writeHTTPRoute for a GRPCRoute.
 func (r *Router) writeGRPCRoute(ctx context.Context, ns string, ref api.GatewayRouteRef, t api.Traffic, onlyDrifted bool) (written, error) {
 	client := r.opts.Client.GatewayV1().GRPCRoutes(ns)
-	var w written
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		route, err := client.Get(ctx, ref.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		rules, err := grpcRules(route.Spec.Rules, t, ref.UseHeaderRoutes)
-		if err != nil {
-			return err
-		}
-		w = written{Kind: "GRPCRoute", Namespace: ns, Name: ref.Name, Generation: route.Generation}
-		if equality.Semantic.DeepEqual(rules, route.Spec.Rules) {
-			return nil
-		}
-		route.Spec.Rules = rules
-		updated, err := client.Update(ctx, route, metav1.UpdateOptions{FieldManager: FieldManager})
-		if err != nil {
-			return err
-		}
-		w.Generation = updated.Generation
-		if onlyDrifted {
-			r.reapplied(ctx, t.Rollout, "GRPCRoute", updated.ObjectMeta)
-		}
-		return nil
-	})
-	return w, err
+	return writeRoute(ctx, r, "GRPCRoute", ns, ref.Name, t.Rollout, onlyDrifted, client.Get, client.Update,
+		func(route *gwv1.GRPCRoute) (bool, error) {
+			rules, err := grpcRules(route.Spec.Rules, t, ref.UseHeaderRoutes)
+			if err != nil || equality.Semantic.DeepEqual(rules, route.Spec.Rules) {
+				return false, err
+			}
+			route.Spec.Rules = rules
+			return true, nil
+		})
 }

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 )
 
@@ -169,32 +170,52 @@ func (r *Router) write(ctx context.Context, t api.Traffic, onlyDrifted bool) ([]
 }
 
 // writeHTTPRoute reads the route, rewrites its managed rules and updates
-// it with the resourceVersion read; a conflict (someone wrote between
-// the read and the update) is read and rewritten again, never forced.
+// it with the resourceVersion read (see writeRoute).
 func (r *Router) writeHTTPRoute(ctx context.Context, ns string, ref api.GatewayRouteRef, t api.Traffic, onlyDrifted bool) (written, error) {
 	client := r.opts.Client.GatewayV1().HTTPRoutes(ns)
+	return writeRoute(ctx, r, "HTTPRoute", ns, ref.Name, t.Rollout, onlyDrifted, client.Get, client.Update,
+		func(route *gwv1.HTTPRoute) (bool, error) {
+			rules, err := httpRules(route.Spec.Rules, t, ref.UseHeaderRoutes)
+			if err != nil || equality.Semantic.DeepEqual(rules, route.Spec.Rules) {
+				return false, err
+			}
+			route.Spec.Rules = rules
+			return true, nil
+		})
+}
+
+// writeRoute reads a route, lets rewrite change its managed rules in
+// place (it says whether anything changed),
+// and updates it with the resourceVersion read; a conflict (someone wrote
+// between the read and the update) is read and rewritten again, never
+// forced. HTTPRoute and GRPCRoute share it: their rules differ, the
+// read-modify-write does not.
+func writeRoute[R metav1.Object](ctx context.Context, r *Router, kind, ns, name string, rollout api.Key, onlyDrifted bool,
+	get func(context.Context, string, metav1.GetOptions) (R, error),
+	update func(context.Context, R, metav1.UpdateOptions) (R, error),
+	rewrite func(R) (bool, error),
+) (written, error) {
 	var w written
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		route, err := client.Get(ctx, ref.Name, metav1.GetOptions{})
+		route, err := get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		rules, err := httpRules(route.Spec.Rules, t, ref.UseHeaderRoutes)
+		changed, err := rewrite(route)
 		if err != nil {
 			return err
 		}
-		w = written{Kind: "HTTPRoute", Namespace: ns, Name: ref.Name, Generation: route.Generation}
-		if equality.Semantic.DeepEqual(rules, route.Spec.Rules) {
+		w = written{Kind: kind, Namespace: ns, Name: name, Generation: route.GetGeneration()}
+		if !changed {
 			return nil
 		}
-		route.Spec.Rules = rules
-		updated, err := client.Update(ctx, route, metav1.UpdateOptions{FieldManager: FieldManager})
+		updated, err := update(ctx, route, metav1.UpdateOptions{FieldManager: FieldManager})
 		if err != nil {
 			return err
 		}
-		w.Generation = updated.Generation
+		w.Generation = updated.GetGeneration()
 		if onlyDrifted {
-			r.reapplied(ctx, t.Rollout, "HTTPRoute", updated.ObjectMeta)
+			r.reapplied(ctx, rollout, kind, updated)
 		}
 		return nil
 	})
