@@ -16,15 +16,19 @@ deps:
 vet:
 	go vet ./...
 
+# e2e alone takes ~10 minutes on 2 cores, go test's default per-binary
+# limit: the limit is raised so that a slow machine is not a failure.
+TEST_TIMEOUT ?= 40m
+
 unit:
-	go test -count=1 $$(go list ./... | grep -v -E '/(gitwatch|gateway|analysis|controller|cmd/sluice/internal)(/|$$)')
+	go test -count=1 -timeout $(TEST_TIMEOUT) $$(go list ./... | grep -v -E '/(gitwatch|gateway|analysis|controller|cmd/sluice/internal)(/|$$)')
 
 # An empty package list is an error: a renamed directory must not turn the
 # race step into a silent pass.
 race:
 	@pkgs=$$(go list $(RACE_PKGS)) || exit 1; \
 	if [ -z "$$pkgs" ]; then echo "race: go list found no packages in $(RACE_PKGS)" >&2; exit 1; fi; \
-	go test -race -count=1 $$pkgs
+	go test -race -count=1 -timeout $(TEST_TIMEOUT) $$pkgs
 
 # Argo's validation as the oracle: a test-only module of its own (it
 # builds Kubernetes' internal packages and an older Prometheus client).
