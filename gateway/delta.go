@@ -243,10 +243,58 @@ func (s *Server) deltaSend(gs grpc.ServerStream, st *stream, t typeIdx) error {
 	d.inflight[nonce] = &out
 	d.order = append(d.order, nonce)
 	for len(d.order) > maxInflight {
-		delete(d.inflight, d.order[0])
-		d.order = d.order[1:]
+		d.evictOldest()
 	}
 	return nil
+}
+
+// evictOldest forgets the oldest remembered response. If it is still
+// unanswered, what it sent is folded into the next unanswered one: a
+// client applies responses in order, so its answer to the later response
+// answers the earlier too. Dropping it instead lost the ACK of whatever
+// it carried for good (the version is not sent again), and WaitForAck
+// timed out for a client that had ACKed: a wildcard subscriber is sent
+// more than maxInflight responses before its first ACK is read whenever a
+// load publishes faster than the stream's requests are served (seen at
+// 250 rollouts with an Envoy-shaped subscriber in e2e/scale).
+func (d *deltaType) evictOldest() {
+	oldest := d.inflight[d.order[0]]
+	delete(d.inflight, d.order[0])
+	d.order = d.order[1:]
+	if oldest == nil {
+		return // answered already
+	}
+	for _, n := range d.order {
+		if later := d.inflight[n]; later != nil {
+			later.fold(oldest)
+			return
+		}
+	}
+}
+
+// fold merges an earlier response into s; what s sent or removed wins. The
+// result names each resource at most once, so it never holds more than
+// the names of its type.
+func (s *deltaSent) fold(earlier *deltaSent) {
+	newer := make(map[string]bool, len(s.res)+len(s.removed))
+	for _, r := range s.res {
+		newer[r.name] = true
+	}
+	for _, n := range s.removed {
+		newer[n] = true
+	}
+	var res []*resource
+	for _, r := range earlier.res {
+		if !newer[r.name] {
+			res = append(res, r)
+		}
+	}
+	s.res = append(res, s.res...)
+	for _, n := range earlier.removed {
+		if !newer[n] {
+			s.removed = append(s.removed, n)
+		}
+	}
 }
 
 // compare adds name to out when the stream subscribes to it and lacks its

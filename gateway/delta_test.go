@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -186,5 +187,46 @@ func TestDeltaNack(t *testing.T) {
 	defer mu.Unlock()
 	if len(got) != 1 || got[0].Node != "envoy-nack" || got[0].Detail != "delta says no" || got[0].TypeURL != typeURLs[rds] {
 		t.Errorf("OnNack got %+v", got)
+	}
+}
+
+// TestDeltaAckAfterManyResponses checks that a delta client's ACKs count
+// when it was sent more responses than the server remembers (maxInflight)
+// before it answered the first: the older responses' resources are ACKed
+// with a later response's nonce instead of being forgotten.
+func TestDeltaAckAfterManyResponses(t *testing.T) {
+	srv := startServer(t, "127.0.0.1:0", nil)
+	const n = maxInflight + 8
+	hosts := make([]string, n)
+	for i := range hosts {
+		hosts[i] = fmt.Sprintf("h%03d.internal", i)
+	}
+	c := newDeltaClient(t, srv.addr)
+	// A gRPC client of every host: named listeners and routes.
+	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: typeURLs[lds], ResourceNamesSubscribe: hosts, Node: nodeProto("delta-lagging")})
+	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: typeURLs[rds], ResourceNamesSubscribe: hosts})
+	versions := make([]string, n)
+	var responses []*discoveryv3.DeltaDiscoveryResponse
+	for i, h := range hosts {
+		v, err := srv.SetTraffic(api.Traffic{Rollout: api.Key{Namespace: "lag", Name: fmt.Sprintf("r%03d", i)}, Host: h,
+			StableEndpoints: []string{"127.0.0.1:9100"}, Weights: api.CanaryWeights(0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions[i] = v
+		// Each rollout adds one listener and one route: read both before
+		// the next, so every response carries one host and none is merged.
+		responses = append(responses, c.recv(), c.recv())
+	}
+	for _, r := range responses {
+		c.ack(r)
+	}
+	for _, i := range []int{0, n / 2, n - 1} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := srv.WaitForAck(ctx, hosts[i], versions[i])
+		cancel()
+		if err != nil {
+			t.Errorf("host %d of %d, ACKed after %d unanswered responses: %v", i, n, len(responses), err)
+		}
 	}
 }

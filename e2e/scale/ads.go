@@ -3,13 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
@@ -17,26 +13,19 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// envoyName is the shared listener and route configuration Envoy uses
-// (gateway.EnvoyName; not imported, so that this program sees only the
-// wire).
-const envoyName = "sluice-http"
-
-// adsSubscriber is a raw state-of-the-world ADS stream that ACKs every
-// response and counts the bytes (proto.Size of each DiscoveryResponse) it
-// receives. Envoy-shaped: listeners and clusters by wildcard, the
-// sluice-http route configuration, the endpoints of every cluster it was
-// sent. gRPC-shaped (host set): the listener, route configuration, two
-// clusters and two endpoint sets of that host only.
+// adsSubscriber is a raw state-of-the-world ADS stream shaped like a gRPC
+// client of one host: the listener, route configuration, two clusters and
+// two endpoint sets of that host only. It ACKs every response and counts
+// the bytes (proto.Size of each DiscoveryResponse) it receives. (The
+// Envoy-shaped subscriber is envoySubscriber.)
 type adsSubscriber struct {
 	cc   *grpc.ClientConn
 	s    grpc.BidiStreamingClient[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse]
-	host string // "" for Envoy-shaped
+	host string
 
 	mu        sync.Mutex
 	bytes     int64
 	responses int
-	vhosts    int // virtual hosts in the last route configuration
 	names     map[string][]string
 	changed   chan struct{}
 	err       error
@@ -62,15 +51,11 @@ func subscribeADS(ctx context.Context, addr, node, host string, clusters []strin
 	}
 	a := &adsSubscriber{cc: cc, s: s, host: host, names: map[string][]string{}, changed: make(chan struct{}), pending: make(chan struct{}, 1), done: make(chan struct{})}
 	nodeProto := &corev3.Node{Id: node}
-	first := []string{resourcev3.ListenerType, resourcev3.ClusterType}
-	if host != "" {
-		a.names[resourcev3.ListenerType] = []string{host}
-		a.names[resourcev3.RouteType] = []string{host}
-		a.names[resourcev3.ClusterType] = clusters
-		a.names[resourcev3.EndpointType] = clusters
-		first = append(first, resourcev3.RouteType, resourcev3.EndpointType)
-	}
-	for _, typ := range first {
+	a.names[resourcev3.ListenerType] = []string{host}
+	a.names[resourcev3.RouteType] = []string{host}
+	a.names[resourcev3.ClusterType] = clusters
+	a.names[resourcev3.EndpointType] = clusters
+	for _, typ := range []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType} {
 		a.send(&discoveryv3.DiscoveryRequest{Node: nodeProto, TypeUrl: typ, ResourceNames: a.names[typ]})
 	}
 	go a.run()
@@ -128,9 +113,6 @@ func (a *adsSubscriber) loop() error {
 		names := a.names[typ]
 		a.mu.Unlock()
 		a.send(&discoveryv3.DiscoveryRequest{TypeUrl: typ, ResourceNames: names, VersionInfo: r.GetVersionInfo(), ResponseNonce: r.GetNonce()})
-		if err := a.follow(r); err != nil {
-			return err
-		}
 		a.mu.Lock()
 		a.bytes += int64(proto.Size(r))
 		a.responses++
@@ -140,96 +122,11 @@ func (a *adsSubscriber) loop() error {
 	}
 }
 
-// follow subscribes, as Envoy does, to what an Envoy-shaped response
-// names: sluice-http's routes once its listener arrives, and the
-// endpoints of every cluster; it also counts sluice-http's virtual hosts.
-func (a *adsSubscriber) follow(r *discoveryv3.DiscoveryResponse) error {
-	switch r.GetTypeUrl() {
-	case resourcev3.ListenerType:
-		if a.host != "" || a.subscribed(resourcev3.RouteType) {
-			return nil
-		}
-		for _, res := range r.GetResources() {
-			l := &listenerv3.Listener{}
-			if err := res.UnmarshalTo(l); err == nil && l.GetName() == envoyName {
-				return a.subscribe(resourcev3.RouteType, []string{envoyName})
-			}
-		}
-	case resourcev3.ClusterType:
-		if a.host != "" {
-			return nil
-		}
-		var names []string
-		for _, res := range r.GetResources() {
-			c := &clusterv3.Cluster{}
-			if err := res.UnmarshalTo(c); err != nil {
-				return fmt.Errorf("cluster: %w", err)
-			}
-			names = append(names, c.GetName())
-		}
-		slices.Sort(names)
-		a.mu.Lock()
-		same := slices.Equal(names, a.names[resourcev3.EndpointType])
-		a.mu.Unlock()
-		if !same {
-			return a.subscribe(resourcev3.EndpointType, names)
-		}
-	case resourcev3.RouteType:
-		n := 0
-		for _, res := range r.GetResources() {
-			rc := &routev3.RouteConfiguration{}
-			if err := res.UnmarshalTo(rc); err != nil {
-				return fmt.Errorf("route configuration: %w", err)
-			}
-			n += len(rc.GetVirtualHosts())
-		}
-		a.mu.Lock()
-		a.vhosts = n
-		a.mu.Unlock()
-	}
-	return nil
-}
-
-func (a *adsSubscriber) subscribed(typ string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	_, ok := a.names[typ]
-	return ok
-}
-
-func (a *adsSubscriber) subscribe(typ string, names []string) error {
-	a.mu.Lock()
-	a.names[typ] = names
-	a.mu.Unlock()
-	a.send(&discoveryv3.DiscoveryRequest{TypeUrl: typ, ResourceNames: names})
-	return nil
-}
-
 // counters returns the bytes and responses received so far.
 func (a *adsSubscriber) counters() (bytes int64, responses int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.bytes, a.responses
-}
-
-// waitVhosts waits until the route configuration holds n virtual hosts.
-func (a *adsSubscriber) waitVhosts(ctx context.Context, n int) error {
-	for {
-		a.mu.Lock()
-		got, ch, err := a.vhosts, a.changed, a.err
-		a.mu.Unlock()
-		if got >= n {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("ads stream: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("route configuration %s has %d of %d virtual hosts: %w", envoyName, got, n, ctx.Err())
-		case <-ch:
-		}
-	}
 }
 
 func (a *adsSubscriber) close() {

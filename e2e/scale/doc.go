@@ -2,7 +2,8 @@
 // repository of many Rollouts (with AnalysisTemplates) in many namespaces,
 // runs the real `sluice run` binary in its own process against it, connects
 // real gRPC xDS clients (google.golang.org/grpc/xds) to a sample of the
-// hosts plus one Envoy-shaped raw ADS subscriber of sluice-http, and
+// hosts plus one Envoy-shaped raw delta ADS subscriber (route scopes and
+// each scope's route, gateway/subscriber), and
 // measures load time, idle memory and CPU, commit-to-ACK of a commit that
 // changes many rollouts, runner throughput under many analyses, bytes per
 // subscriber of a one-rollout change, and the size and render time of

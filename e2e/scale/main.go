@@ -72,7 +72,7 @@ func printTable(w io.Writer, r Result) error {
 		{"rollouts / namespaces / gRPC hosts", fmt.Sprintf("%d / %d / %d", r.Rollouts, r.Namespaces, r.GRPCHosts)},
 		{"load average (start → end)", r.LoadAverageStart + " → " + r.LoadAverageEnd},
 		{"start → /readyz", fmt.Sprintf("%.1f s", r.ReadySeconds)},
-		{"start → every host on sluice-http (Envoy-shaped)", fmt.Sprintf("%.1f s", r.FirstSnapshotSeconds)},
+		{"start → every host's scope and route on Envoy-shaped (delta)", fmt.Sprintf("%.1f s", r.FirstSnapshotSeconds)},
 		{"start → every gRPC client resolved", fmt.Sprintf("%.1f s", r.GRPCResolvedSeconds)},
 		{"idle RSS (VmRSS)", mib(float64(r.RSSBytes))},
 		{"idle Go heap in use", mib(r.HeapInuseBytes)},
@@ -82,7 +82,7 @@ func printTable(w io.Writer, r Result) error {
 	}
 	if r.Changed > 0 {
 		rows = append(rows,
-			[2]string{"one rollout changed: bytes to Envoy-shaped", fmt.Sprintf("%d B in %d responses", r.OneChangeEnvoyBytes, r.OneChangeEnvoyResponses)},
+			[2]string{"one rollout changed: bytes to Envoy-shaped (delta)", fmt.Sprintf("%d B in %d responses", r.OneChangeEnvoyBytes, r.OneChangeEnvoyResponses)},
 			[2]string{"one rollout changed: bytes to its gRPC client", fmt.Sprintf("%d B in %d responses", r.OneChangeGRPCBytes, r.OneChangeGRPCResponses)},
 			[2]string{fmt.Sprintf("commit of %d: webhook → status at step 1 (ACKed)", r.Changed), fmt.Sprintf("p50 %.2f s  p99 %.2f s  max %.2f s", r.StatusP50, r.StatusP99, r.StatusMax)},
 			[2]string{fmt.Sprintf("  same, through %d gRPC clients' resolvers", r.ClientsMeasured), fmt.Sprintf("p50 %.2f s  p99 %.2f s  max %.2f s", r.ClientP50, r.ClientP99, r.ClientMax)},

@@ -42,7 +42,7 @@ type Result struct {
 	LoadAverageStart, LoadAverageEnd         string
 
 	// Load: from starting the process until /readyz answers 200, until the
-	// Envoy-shaped subscriber's sluice-http holds every host, until every
+	// Envoy-shaped subscriber holds every host's route scope and route, until every
 	// gRPC client's resolver produced its first state.
 	ReadySeconds, FirstSnapshotSeconds, GRPCResolvedSeconds float64
 
@@ -145,7 +145,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		return res, err
 	}
 	defer d.stop()
-	envoy, err := subscribeADS(ctx, d.xdsAddr, "scale-envoy", "", nil)
+	envoy, err := subscribeEnvoy(ctx, d.xdsAddr, "scale-envoy")
 	if err != nil {
 		return res, err
 	}
@@ -154,7 +154,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		return res, err
 	}
 	res.ReadySeconds = time.Since(start).Seconds()
-	if err := envoy.waitVhosts(ctx, cfg.Rollouts); err != nil {
+	if err := envoy.waitHosts(ctx, cfg.Rollouts); err != nil {
 		return res, err
 	}
 	res.FirstSnapshotSeconds = time.Since(start).Seconds()
@@ -370,7 +370,7 @@ func measureIdle(ctx context.Context, d *daemon, idle time.Duration, res *Result
 	return err
 }
 
-func measureOneChange(ctx context.Context, d *daemon, c *client.Client, repo *gitRepo, f fleet, ep endpoints, i int, envoy, grpcShaped *adsSubscriber, res *Result) error {
+func measureOneChange(ctx context.Context, d *daemon, c *client.Client, repo *gitRepo, f fleet, ep endpoints, i int, envoy *envoySubscriber, grpcShaped *adsSubscriber, res *Result) error {
 	eb, er := envoy.counters()
 	gb, gr := grpcShaped.counters()
 	commit, err := repo.push("one rollout to v2", map[string]string{f.file(i): f.rolloutYAML(i, versionNew, ep)})

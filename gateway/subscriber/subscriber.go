@@ -103,16 +103,20 @@ func Start(ctx context.Context, conn grpc.ClientConnInterface, opts Options) (*S
 		first, firstNames = []string{resourcev3.ListenerType}, []string{opts.Host}
 		s.names = map[string]map[string]bool{resourcev3.ListenerType: {opts.Host: true}}
 	}
+	out := newOutbox(io.send)
 	for _, typ := range first {
-		if err := io.send(typ, "", firstNames); err != nil {
-			return nil, fmt.Errorf("subscribe: %w", err)
-		}
+		out.send(typ, "", firstNames)
 	}
+	go func() {
+		if err := out.run(ctx); err != nil {
+			s.fail(fmt.Errorf("send: %w", err))
+		}
+	}()
 	go func() {
 		for {
 			resp, typ, nonce, res, removed, err := io.recv()
 			if err == nil {
-				err = s.handle(resp, typ, nonce, res, removed, io.send)
+				err = s.handle(resp, typ, nonce, res, removed, out.send)
 			}
 			if err != nil {
 				s.fail(err)
@@ -133,7 +137,7 @@ func (s *Subscriber) fail(err error) {
 
 // handle records one response, subscribes to what it references, and ACKs
 // it (in state of the world the ACK carries the type's subscription).
-func (s *Subscriber) handle(resp proto.Message, typ, nonce string, res []*anypb.Any, removed []string, send func(string, string, []string) error) error {
+func (s *Subscriber) handle(resp proto.Message, typ, nonce string, res []*anypb.Any, removed []string, send func(string, string, []string)) error {
 	s.mu.Lock()
 	size := int64(proto.Size(resp))
 	s.bytes += size
@@ -165,14 +169,10 @@ func (s *Subscriber) handle(resp proto.Message, typ, nonce string, res []*anypb.
 	s.log = append(s.log, got)
 	grow := s.subscribeLocked(refs)
 	s.mu.Unlock()
-	if err := send(typ, nonce, nil); err != nil { // the ACK
-		return fmt.Errorf("ack: %w", err)
-	}
+	send(typ, nonce, nil) // the ACK
 	for _, t := range []string{resourcev3.ListenerType, resourcev3.ScopedRouteType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType} {
 		if ns, ok := grow[t]; ok {
-			if err := send(t, "", ns); err != nil {
-				return fmt.Errorf("subscribe: %w", err)
-			}
+			send(t, "", ns)
 		}
 	}
 	return nil
