@@ -296,7 +296,7 @@ func TestAcks(t *testing.T) {
 			e.do(checkout, rollout.Change{Commit: "1111111", Rollout: spec(checkout, "v1", steps...)})
 			e.traffic.setMode(tt.mode)
 			e.do(checkout, rollout.Change{Commit: "2222222", Rollout: spec(checkout, "v2", steps...)})
-			s := e.waitState(checkout, tt.message, func(s rollout.State) bool { return strings.Contains(s.Message, tt.message) })
+			s := e.waitState(checkout, tt.message, func(s rollout.State) bool { return strings.Contains(s.Message, tt.message) && s.Phase == tt.phase })
 			if s.Phase != tt.phase || s.StepIndex != tt.step {
 				t.Fatalf("got %s step %d: %s", s.Phase, s.StepIndex, s.Message)
 			}
