@@ -41,6 +41,11 @@ type admissionState struct {
 	// queued counts the rollouts whose state is queued, so that a runner
 	// with none pays nothing per transition (thousands of rollouts).
 	queued int
+	// unprocessed counts stamped changes not processed yet. admit waits
+	// for it to reach 0: a commit's changes run in parallel (DoAll), and
+	// a later ticket processed first must not take the slot of an earlier
+	// one still in its rollout's queue.
+	unprocessed int
 }
 
 // track keeps the count of queued states as one changes from old to next.
@@ -61,7 +66,23 @@ func (a *admissionState) stamp(ev rollout.Event) rollout.Event {
 	}
 	a.nextTicket++
 	c.Ticket = a.nextTicket
+	a.unprocessed++
 	return c
+}
+
+// stamped reports whether ev is a change stamp gave a ticket.
+func stamped(ev rollout.Event) bool {
+	c, ok := ev.(rollout.Change)
+	return ok && c.Ticket != 0
+}
+
+// changeProcessed counts a stamped change as processed and, once none is
+// left, lets admit grant what the changes queued; r.mu is held.
+func (r *Runner) changeProcessed() {
+	r.adm.unprocessed--
+	if r.adm.unprocessed == 0 {
+		r.admit()
+	}
 }
 
 // resumeTickets continues numbering after the highest ticket a stored
@@ -114,7 +135,7 @@ func (r *Runner) queuedInOrder() []*entry {
 // rollout whose namespace is full is passed over for later ones in other
 // namespaces. r.mu is held.
 func (r *Runner) admit() {
-	if r.adm.queued == 0 {
+	if r.adm.queued == 0 || r.adm.unprocessed > 0 {
 		return
 	}
 	queued := r.queuedInOrder()

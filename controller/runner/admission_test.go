@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sluice-dev/sluice/api"
@@ -156,4 +158,55 @@ func TestNoLimitNoQueue(t *testing.T) {
 	push(e, "2222222", a, b)
 	canaryAt(e, a)
 	canaryAt(e, b)
+}
+
+// gatedStore holds the saves of one rollout until open is closed, once
+// armed: that rollout's change is processed after the others of its
+// commit.
+type gatedStore struct {
+	Store
+	key   api.Key
+	armed atomic.Bool
+	open  chan struct{}
+}
+
+func (g *gatedStore) SaveRollout(key api.Key, state []byte) error {
+	if key == g.key && g.armed.Load() {
+		<-g.open
+	}
+	return g.Store.SaveRollout(key, state)
+}
+
+// TestCanaryQueueOrderWithinACommit: a commit's changes run in parallel
+// (DoAll), but the slot goes to the first in the commit even when a later
+// one is processed first.
+func TestCanaryQueueOrderWithinACommit(t *testing.T) {
+	a := api.Key{Namespace: "shop", Name: "a"}
+	b := api.Key{Namespace: "shop", Name: "b"}
+	var gate *gatedStore
+	e := newEnv(t, envOptions{limits: Limits{MaxConcurrent: 1}, storeWrap: func(s Store) Store {
+		gate = &gatedStore{Store: s, key: a, open: make(chan struct{})}
+		return gate
+	}})
+	startStable(e, a, b)
+	gate.armed.Store(true)
+	var opened sync.Once
+	release := func() { gate.armed.Store(false); opened.Do(func() { close(gate.open) }) }
+	t.Cleanup(release) // a failing check must not leave a's worker blocked
+	change := func(k api.Key) KeyedEvent {
+		return KeyedEvent{Key: k, Event: rollout.Change{Commit: "2222222", Class: rollout.ClassNewVersion, Rollout: spec(k, "v2", queueSteps()...)}}
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.runner.DoAll(context.Background(), []KeyedEvent{change(a), change(b)}, nil) }()
+	// b, second in the commit, is processed while a's save is held.
+	e.waitState(b, "b processed", func(s rollout.State) bool { return s.Queued != nil || s.HoldsSlot() })
+	if s, _ := e.runner.State(b); s.HoldsSlot() {
+		t.Fatal("b took the slot before a, which comes first in the commit, was processed")
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	canaryAt(e, a)
+	checkQueued(e, b, 1, 1)
 }

@@ -157,6 +157,13 @@ func (r *Runner) process(e *entry, j job) (res result) {
 	r.mu.Lock()
 	old := e.state
 	r.mu.Unlock()
+	if stamped(j.ev) {
+		defer func() {
+			r.mu.Lock()
+			r.changeProcessed()
+			r.mu.Unlock()
+		}()
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			if sp, ok := p.(storePanic); ok {
