@@ -87,7 +87,7 @@ func TestKubeFollowerServesXDS(t *testing.T) {
 		delays = append(delays, delay)
 		t.Logf("%s: first canary answer on the follower's clients %s after the leader's", version, delay.Round(time.Millisecond))
 		// The issue's target is 100 ms. CI on 2 cores measured 0, 492 and
-		// 479 ms (the follower's own informers lagging the leader's, which
+		// 479 ms (not explained yet; perhaps the follower's informers lagging the leader's, which
 		// the follower waits for before it publishes a side's weight): the
 		// target is reported in the log and the issue note, and the test
 		// fails only on a follower that lags by more than a second.
