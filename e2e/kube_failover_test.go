@@ -113,11 +113,30 @@ type haReplica struct {
 type haRig struct {
 	t        *testing.T
 	c        *kubetest.Cluster
+	dyn      dynamic.Interface
 	ns       string
 	repo     *gitRepo
 	hook     *sink
 	starts   int
 	replicas []*haReplica
+}
+
+// newHARig is a namespace of the shared control plane with sluice's CRD
+// installed, a git repository, an alert sink and real backends on pod IPs,
+// for replicas that h.start runs.
+func newHARig(t *testing.T) *haRig {
+	t.Helper()
+	c := kubetest.Shared(t)
+	dyn, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kubestoretest.InstallCRD(context.Background(), dyn); err != nil {
+		t.Fatal(err)
+	}
+	h := &haRig{t: t, c: c, dyn: dyn, ns: c.Namespace(t), repo: newGitRepo(t), hook: startSink(t)}
+	startPodBackends(t, c, h.ns)
+	return h
 }
 
 func freeLoopbackAddr(t *testing.T) string {
@@ -246,16 +265,7 @@ func TestKubeFailover(t *testing.T) {
 	}
 	t.Logf("seed %d (replay with SLUICE_FAILOVER_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	c := kubetest.Shared(t)
-	dyn, err := dynamic.NewForConfig(c.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kubestoretest.InstallCRD(context.Background(), dyn); err != nil {
-		t.Fatal(err)
-	}
-	h := &haRig{t: t, c: c, ns: c.Namespace(t), repo: newGitRepo(t), hook: startSink(t)}
-	startPodBackends(t, c, h.ns)
+	h := newHARig(t)
 	stats := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, `{"successRate": 1}`)
 	}))

@@ -7,12 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/dynamic"
-
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/rollout"
-	"github.com/sluice-dev/sluice/controller/store/kubestore/kubestoretest"
 	"github.com/sluice-dev/sluice/gateway/probe"
 	"github.com/sluice-dev/sluice/internal/kubetest"
 )
@@ -23,16 +20,7 @@ import (
 // canary's first answer reaches the follower's clients within 100 ms of the
 // leader's (measured), and no call fails on either.
 func TestKubeFollowerServesXDS(t *testing.T) {
-	c := kubetest.Shared(t)
-	dyn, err := dynamic.NewForConfig(c.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kubestoretest.InstallCRD(context.Background(), dyn); err != nil {
-		t.Fatal(err)
-	}
-	h := &haRig{t: t, c: c, ns: c.Namespace(t), repo: newGitRepo(t), hook: startSink(t)}
-	startPodBackends(t, c, h.ns)
+	h := newHARig(t)
 	spec := kubeRollout{Name: "fx", Namespace: h.ns, Host: "fx.e2e", Version: v1, Replicas: 2,
 		Steps: "- setWeight: 50\n- pause: {}\n"}
 	key := h.ns + "/fx"

@@ -14,12 +14,10 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/sluice-dev/sluice/controller/alert"
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/rollout"
-	"github.com/sluice-dev/sluice/controller/store/kubestore/kubestoretest"
 	"github.com/sluice-dev/sluice/internal/kubetest"
 )
 
@@ -114,16 +112,7 @@ func canaryWeight(resp *discoveryv3.DiscoveryResponse, host string) (uint32, boo
 // not move on) until it ACKs; a NACK of the next weight holds the step and
 // alerts xds-nack, naming the follower.
 func TestKubeFollowerAcksReachLeader(t *testing.T) {
-	c := kubetest.Shared(t)
-	dyn, err := dynamic.NewForConfig(c.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kubestoretest.InstallCRD(context.Background(), dyn); err != nil {
-		t.Fatal(err)
-	}
-	h := &haRig{t: t, c: c, ns: c.Namespace(t), repo: newGitRepo(t), hook: startSink(t)}
-	startPodBackends(t, c, h.ns)
+	h := newHARig(t)
 	spec := kubeRollout{Name: "fa", Namespace: h.ns, Host: "fa.e2e", Version: v1, Replicas: 2,
 		Steps: "- setWeight: 20\n- pause: {duration: 1s}\n- setWeight: 50\n- pause: {}\n"}
 	key := h.ns + "/fa"

@@ -18,7 +18,6 @@ import (
 
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/rollout"
-	"github.com/sluice-dev/sluice/controller/store/kubestore/kubestoretest"
 	"github.com/sluice-dev/sluice/controller/store/kubestore/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/kubetest"
 )
@@ -126,16 +125,8 @@ func sluiceRollout(t *testing.T, dyn dynamic.Interface, ns, name string) v1alpha
 // replica takes over, writes the state under a higher epoch, finishes the
 // canary from the step it was at, and no alert arrives twice under two ids.
 func TestKubePartitionedLeader(t *testing.T) {
-	c := kubetest.Shared(t)
-	dyn, err := dynamic.NewForConfig(c.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kubestoretest.InstallCRD(context.Background(), dyn); err != nil {
-		t.Fatal(err)
-	}
-	h := &haRig{t: t, c: c, ns: c.Namespace(t), repo: newGitRepo(t), hook: startSink(t)}
-	startPodBackends(t, c, h.ns)
+	h := newHARig(t)
+	c := h.c
 	spec := kubeRollout{Name: "fp", Namespace: h.ns, Host: "fp.e2e", Version: v1, Replicas: 2,
 		Steps: "- setWeight: 20\n- pause: {duration: 1s}\n- setWeight: 40\n- pause: {duration: 8s}\n- setWeight: 60\n- pause: {duration: 1s}\n"}
 	key := h.ns + "/fp"
@@ -156,7 +147,7 @@ func TestKubePartitionedLeader(t *testing.T) {
 	spec.Version = v2
 	canary := h.repo.push("v2", map[string]string{"rollouts/fp.yaml": spec.yaml()})
 	waitHA(t, h, key, 60*time.Second, "in the 8 s pause at 40%", haAt(rollout.PhasePaused, 3))
-	before := sluiceRollout(t, dyn, h.ns, "fp")
+	before := sluiceRollout(t, h.dyn, h.ns, "fp")
 	if before.Status.Writer != cutOff.identity {
 		t.Fatalf("state written by %q before the cut; want %s", before.Status.Writer, cutOff.identity)
 	}
@@ -179,7 +170,7 @@ func TestKubePartitionedLeader(t *testing.T) {
 	if final.Weights.Canary != 0 {
 		t.Errorf("weights after the promotion: %v", final.Weights)
 	}
-	after := sluiceRollout(t, dyn, h.ns, "fp")
+	after := sluiceRollout(t, h.dyn, h.ns, "fp")
 	if after.Status.Writer != other.identity || after.Status.LeaderEpoch <= before.Status.LeaderEpoch {
 		t.Errorf("state after the takeover written by %q at epoch %d; want %s at an epoch above %d",
 			after.Status.Writer, after.Status.LeaderEpoch, other.identity, before.Status.LeaderEpoch)
