@@ -9,20 +9,13 @@ package gatewayapitest
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"github.com/sluice-dev/sluice/internal/kubetest"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/yaml"
 )
 
 // CRDFiles are the experimental-channel CRDs the tests install (a
@@ -39,8 +32,6 @@ func CRDDir() (string, error) {
 	return filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "experimental"), nil
 }
 
-var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
 // InstallCRDs creates (or keeps) the route CRDs and waits until they are
 // Established; several tests may call it.
 func InstallCRDs(ctx context.Context, cfg *rest.Config) error {
@@ -53,37 +44,9 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config) error {
 		return err
 	}
 	for _, f := range CRDFiles {
-		if err := installCRD(ctx, dyn, filepath.Join(dir, f)); err != nil {
+		if err := kubetest.ApplyCRDFile(ctx, dyn, filepath.Join(dir, f)); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func installCRD(ctx context.Context, dyn dynamic.Interface, file string) error {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return fmt.Errorf("read crd: %w", err)
-	}
-	var obj map[string]any
-	if err := yaml.Unmarshal(b, &obj); err != nil {
-		return fmt.Errorf("decode %s: %w", file, err)
-	}
-	u := &unstructured.Unstructured{Object: obj}
-	if _, err := dyn.Resource(crdResource).Create(ctx, u, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create crd %s: %w", u.GetName(), err)
-	}
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		got, err := dyn.Resource(crdResource).Get(ctx, u.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-		for _, c := range conds {
-			if m, _ := c.(map[string]any); m["type"] == "Established" && m["status"] == "True" {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
 }

@@ -12,13 +12,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"github.com/sluice-dev/sluice/internal/kubetest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 )
@@ -35,8 +33,6 @@ func CRDFile() (string, error) {
 	}
 	return filepath.Join(strings.TrimSpace(string(out)), filepath.FromSlash(APIModule), "kubernetes", "customresourcedefinitions.gen.yaml"), nil
 }
-
-var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // routingCRDs are the CRDs sluice's Istio router writes.
 var routingCRDs = []string{"virtualservices.networking.istio.io", "destinationrules.networking.istio.io"}
@@ -66,32 +62,9 @@ func InstallCRDs(ctx context.Context, dyn dynamic.Interface) error {
 		if !ok {
 			return fmt.Errorf("%s has no CRD %s", file, name)
 		}
-		if _, err := dyn.Resource(crdResource).Create(ctx, u, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create crd %s: %w", name, err)
-		}
-		if err := waitEstablished(ctx, dyn, name); err != nil {
+		if err := kubetest.ApplyCRD(ctx, dyn, u); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-func waitEstablished(ctx context.Context, dyn dynamic.Interface, name string) error {
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		got, err := dyn.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-		for _, c := range conds {
-			if m, _ := c.(map[string]any); m["type"] == "Established" && m["status"] == "True" {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		return fmt.Errorf("crd %s not Established: %w", name, err)
 	}
 	return nil
 }
