@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,10 +29,9 @@ import (
 //	absent never exported
 func traffic(t testing.TB, reg *prometheus.Registry) {
 	t.Helper()
-	requests := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "http_requests_total"}, []string{"version", "code"})
+	requests := newRequestCounters("idle")
 	p99 := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "http_request_p99_seconds"}, []string{"version"})
 	reg.MustRegister(requests, p99)
-	requests.WithLabelValues("idle", "200")
 	done := make(chan struct{})
 	t.Cleanup(func() { close(done) })
 	go func() {
@@ -44,10 +44,10 @@ func traffic(t testing.TB, reg *prometheus.Registry) {
 				return
 			case <-tick.C:
 			}
-			requests.WithLabelValues("v1", "200").Add(10)
-			requests.WithLabelValues("v2", "200").Add(10)
-			requests.WithLabelValues("bad", "200").Add(5)
-			requests.WithLabelValues("bad", "500").Add(5)
+			requests.add(map[[2]string]float64{
+				{"v1", "200"}: 10, {"v2", "200"}: 10,
+				{"bad", "200"}: 5, {"bad", "500"}: 5,
+			})
 			// The healthy canary tracks the stable exactly, so its judgement
 			// cannot flake; noise-level behaviour is covered by judge_test.go
 			// and judgebench.
@@ -57,6 +57,45 @@ func traffic(t testing.TB, reg *prometheus.Registry) {
 			p99.WithLabelValues("bad").Set(0.15 + rng.NormFloat64()*0.003)
 		}
 	}()
+}
+
+// requestCounters is http_requests_total with one lock over all series, so
+// that a scrape never lands between the "bad" canary's 200s and its 500s:
+// with a CounterVec it sometimes did, and the success rate came out 0.498998
+// instead of exactly 0.5.
+type requestCounters struct {
+	mu     sync.Mutex
+	counts map[[2]string]float64 // {version, code} → total
+	desc   *prometheus.Desc
+}
+
+func newRequestCounters(idleVersions ...string) *requestCounters {
+	c := &requestCounters{
+		counts: map[[2]string]float64{},
+		desc:   prometheus.NewDesc("http_requests_total", "Requests by version and code.", []string{"version", "code"}, nil),
+	}
+	for _, v := range idleVersions {
+		c.counts[[2]string{v, "200"}] = 0
+	}
+	return c
+}
+
+func (c *requestCounters) add(deltas map[[2]string]float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, d := range deltas {
+		c.counts[k] += d
+	}
+}
+
+func (c *requestCounters) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *requestCounters) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, v := range c.counts {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, v, k[0], k[1])
+	}
 }
 
 func successRate(version string) string {
