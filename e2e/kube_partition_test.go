@@ -2,13 +2,10 @@ package e2e
 
 import (
 	"context"
-	"io"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,64 +18,6 @@ import (
 	"github.com/sluice-dev/sluice/controller/store/kubestore/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/kubetest"
 )
-
-// cutProxy forwards TCP to target until cut: then every connection drops
-// and new ones are refused, as a network partition from the apiserver.
-// (controller/leader's package test has its twin.)
-type cutProxy struct {
-	lis    net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-	isCut  bool
-}
-
-func newCutProxy(t *testing.T, target string) *cutProxy {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{lis: lis, target: target}
-	t.Cleanup(p.cut)
-	go p.serve()
-	return p
-}
-
-func (p *cutProxy) serve() {
-	for {
-		in, err := p.lis.Accept()
-		if err != nil {
-			return
-		}
-		out, err := net.Dial("tcp", p.target)
-		if err != nil {
-			_ = in.Close()
-			continue
-		}
-		p.mu.Lock()
-		if p.isCut {
-			p.mu.Unlock()
-			_, _ = in.Close(), out.Close()
-			return
-		}
-		p.conns = append(p.conns, in, out)
-		p.mu.Unlock()
-		go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
-		go func() { _, _ = io.Copy(in, out); _ = in.Close() }()
-	}
-}
-
-// cut drops every connection and refuses new ones.
-func (p *cutProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.isCut = true
-	_ = p.lis.Close()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-}
 
 // kubeconfigVia is a copy of the cluster's kubeconfig whose server is
 // reached through addr.
@@ -135,8 +74,8 @@ func TestKubePartitionedLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := newCutProxy(t, u.Host)
-	cutOff := h.startWith(kubeconfigVia(t, c, proxy.lis.Addr().String()))
+	proxy := kubetest.NewCutProxy(t, u.Host)
+	cutOff := h.startWith(kubeconfigVia(t, c, proxy.Addr()))
 	if lead := h.leader(60 * time.Second); lead != cutOff {
 		t.Fatalf("%s leads; want the replica behind the proxy", lead.identity)
 	}
@@ -153,7 +92,7 @@ func TestKubePartitionedLeader(t *testing.T) {
 	}
 
 	cutAt := time.Now()
-	proxy.cut()
+	proxy.Cut()
 	select {
 	case <-cutOff.exited:
 		t.Logf("the cut-off leader exited %s after the cut", time.Since(cutAt).Round(100*time.Millisecond))

@@ -102,7 +102,7 @@ func TestPartitionedLeaderStopsAndIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := newCutProxy(t, u.Host)
+	proxy := kubetest.NewCutProxy(t, u.Host)
 	viaProxy := rest.CopyConfig(c.Config)
 	viaProxy.Host = "https://" + proxy.Addr()
 	viaProxy.Timeout = time.Second

@@ -1,4 +1,4 @@
-package leader_test
+package kubetest
 
 import (
 	"io"
@@ -7,9 +7,10 @@ import (
 	"testing"
 )
 
-// cutProxy forwards TCP to target until Cut: then every connection drops
-// and new ones are refused, as a network partition from the apiserver.
-type cutProxy struct {
+// CutProxy forwards TCP to target until Cut: then every connection drops
+// and new ones are refused, as a network partition from the apiserver
+// (point a kubeconfig at Addr, then Cut).
+type CutProxy struct {
 	lis    net.Listener
 	target string
 	mu     sync.Mutex
@@ -17,21 +18,23 @@ type cutProxy struct {
 	cut    bool
 }
 
-func newCutProxy(t *testing.T, target string) *cutProxy {
+// NewCutProxy listens on a free loopback port; the test's cleanup cuts it.
+func NewCutProxy(t testing.TB, target string) *CutProxy {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cutProxy{lis: lis, target: target}
+	p := &CutProxy{lis: lis, target: target}
 	t.Cleanup(p.Cut)
 	go p.serve()
 	return p
 }
 
-func (p *cutProxy) Addr() string { return p.lis.Addr().String() }
+// Addr is the address to dial instead of the target.
+func (p *CutProxy) Addr() string { return p.lis.Addr().String() }
 
-func (p *cutProxy) serve() {
+func (p *CutProxy) serve() {
 	for {
 		in, err := p.lis.Accept()
 		if err != nil {
@@ -50,7 +53,7 @@ func (p *cutProxy) serve() {
 	}
 }
 
-func (p *cutProxy) track(cs ...net.Conn) bool {
+func (p *CutProxy) track(cs ...net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cut {
@@ -64,7 +67,7 @@ func (p *cutProxy) track(cs ...net.Conn) bool {
 }
 
 // Cut drops every connection and refuses new ones.
-func (p *cutProxy) Cut() {
+func (p *CutProxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = true
