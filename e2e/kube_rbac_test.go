@@ -27,22 +27,29 @@ import (
 // "RBAC, all together".
 func documentedClusterRole(t *testing.T) *rbacv1.ClusterRole {
 	t.Helper()
-	doc, err := os.ReadFile("../docs/kubernetes.md")
+	return documentedRole(t, "kubernetes.md", "## RBAC, all together")
+}
+
+// documentedRole is the ClusterRole in the first yaml block after heading
+// in docs/<file>.
+func documentedRole(t *testing.T, file, heading string) *rbacv1.ClusterRole {
+	t.Helper()
+	doc, err := os.ReadFile("../docs/" + file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(doc), "## RBAC, all together")
+	_, section, ok := strings.Cut(string(doc), heading)
 	if !ok {
-		t.Fatal(`docs/kubernetes.md has no "## RBAC, all together" section`)
+		t.Fatalf("docs/%s has no %q section", file, heading)
 	}
 	_, block, ok := strings.Cut(section, "```yaml\n")
 	block, _, ok2 := strings.Cut(block, "```")
 	if !ok || !ok2 {
-		t.Fatal("no yaml block in the RBAC section of docs/kubernetes.md")
+		t.Fatalf("no yaml block in the %q section of docs/%s", heading, file)
 	}
 	var role rbacv1.ClusterRole
 	if err := yaml.UnmarshalStrict([]byte(block), &role); err != nil {
-		t.Fatalf("docs/kubernetes.md ClusterRole: %v", err)
+		t.Fatalf("docs/%s ClusterRole: %v", file, err)
 	}
 	return &role
 }

@@ -6,6 +6,12 @@ import (
 	"github.com/sluice-dev/sluice/api"
 )
 
+// ReasonReapplied is the reason of the Warning Event a cluster router
+// records on an object whose managed fields it wrote again after someone
+// else changed them (both routers use it, so one alert rule or
+// `kubectl get events --field-selector reason=SluiceReapplied` finds both).
+const ReasonReapplied = "SluiceReapplied"
+
 // ClusterRouter writes a rollout's traffic into cluster objects it does
 // not own (HTTPRoute, GRPCRoute, VirtualService, DestinationRule) and
 // verifies it. gateway/gatewayapi and gateway/istio implement it; the

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -35,6 +36,7 @@ type kubeParts struct {
 	// routers together.
 	routed  *routedTraffic
 	gateway *gatewayapi.Router
+	mesh    *istio.Router
 	// runner receives PodsReady for the rollouts it knows. Reports from
 	// before it has loaded them are dropped: every restored rollout scales
 	// when the runner starts, and so asks for a fresh report of every set.
@@ -87,13 +89,12 @@ func newKubeParts(o Options, next runner.Traffic, reg *prometheus.Registry, log 
 	if err != nil {
 		return nil, fmt.Errorf("dynamic client: %w", err)
 	}
-	mesh, err := istio.New(istio.RouterOptions{Client: dyn, Logger: log, OnDrift: func(d istio.Drift) {
-		log.Warn("istio: re-applied after someone else's edit", "rollout", d.Rollout.String(), "object", d.Object, "drift", d.String())
-	}})
-	if err != nil {
+	// The router logs each drift and records a SluiceReapplied Event on
+	// the object, as the Gateway API router does.
+	if k.mesh, err = istio.New(istio.RouterOptions{Client: dyn, Events: client, Logger: log}); err != nil {
 		return nil, err
 	}
-	k.routed = &routedTraffic{xds: k.traffic, routers: []gateway.ClusterRouter{k.gateway, mesh}, applyTimeout: o.AckTimeout, log: log}
+	k.routed = &routedTraffic{xds: k.traffic, routers: []gateway.ClusterRouter{k.gateway, k.mesh}, applyTimeout: o.AckTimeout, log: log}
 	if o.SchedulePods {
 		if k.binder, err = kube.New(kube.Options{Client: client, SchedulerName: workload.SchedulerName, Metrics: reg, Logger: log}); err != nil {
 			return nil, fmt.Errorf("pod binder: %w", err)
@@ -115,8 +116,13 @@ func (k *kubeParts) podsReady(key api.Key, ev rollout.PodsReady) {
 	}
 }
 
-// runRouters re-applies routes someone else changed until ctx ends.
-func (k *kubeParts) runRouters(ctx context.Context) error { return k.gateway.Run(ctx) }
+// runRouters re-applies, in every router, routes someone else changed
+// until ctx ends.
+func (k *kubeParts) runRouters(ctx context.Context) error {
+	mesh := make(chan error, 1)
+	go func() { mesh <- k.mesh.Run(ctx) }()
+	return errors.Join(k.gateway.Run(ctx), <-mesh)
+}
 
 // runBinder places pods until ctx ends (at once with --schedule-pods=false).
 func (k *kubeParts) runBinder(ctx context.Context) error {

@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/gateway"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // ReasonReapplied is the reason of the Event on a route whose managed
 // rules sluice wrote again after someone else changed them.
-const ReasonReapplied = "SluiceReapplied"
+const ReasonReapplied = gateway.ReasonReapplied
 
 // reapplied logs and records that sluice re-applied a route's managed
 // rules. An Event that cannot be written is logged only: the route is

@@ -149,6 +149,29 @@ func TestVerify(t *testing.T) {
 	}
 }
 
+// TestVerifyNoParents: a route with no parentRefs is served by no
+// gateway, so a weight written into it is never taken: Verify answers a
+// NACK naming the route and why, at once, instead of "verified".
+func TestVerifyNoParents(t *testing.T) {
+	r := newRig(t)
+	orphan := r.route(t)
+	orphan.Spec.ParentRefs = nil
+	if _, err := r.client.GatewayV1().HTTPRoutes(r.ns).Update(t.Context(), orphan, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := r.router.Apply(t.Context(), traffic(r.ns, 20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	v, err := r.router.Verify(ctx, key, tok)
+	want := "HTTPRoute " + r.ns + "/checkout: no parentRefs: no gateway serves this route"
+	if !errors.Is(err, gateway.ErrNack) || !errors.Is(err, gatewayapi.ErrNoParents) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Verify of a route without parentRefs: %+v, %v; want a NACK containing %q", v, err, want)
+	}
+}
+
 // TestReapplyAfterForeignEdit: someone else sets the managed weights
 // mid-step; Run writes the rollout's traffic back and records an Event.
 func TestReapplyAfterForeignEdit(t *testing.T) {

@@ -79,10 +79,19 @@ func (r *Router) routeParents(ctx context.Context, w written) ([]gwv1.ParentRefe
 	return nil, nil, fmt.Errorf("unknown route kind %q", w.Kind)
 }
 
+// ErrNoParents is the NACK of a route with no parentRefs: no gateway
+// serves it, so no weight written into it reaches any traffic. Verifying
+// it at once would let analysis judge traffic no proxy ever took.
+var ErrNoParents = fmt.Errorf("no parentRefs: no gateway serves this route: %w", gateway.ErrNack)
+
 // parentsTook checks every parentRef's status entries: it returns what
 // is still pending ("" when all took gen), or an error wrapping ErrNack
-// when a parent rejected gen. A parent without a status entry is pending.
+// when a parent rejected gen or there is no parent. A parent without a
+// status entry is pending.
 func parentsTook(ns string, refs []gwv1.ParentReference, status []gwv1.RouteParentStatus, gen int64) (string, error) {
+	if len(refs) == 0 {
+		return "", ErrNoParents
+	}
 	var pending []string
 	for _, ref := range refs {
 		seen := false

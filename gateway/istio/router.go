@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -35,13 +36,19 @@ type RouterOptions struct {
 	Client dynamic.Interface
 	// Logger gets one line per write and per drift (default: discard).
 	Logger *slog.Logger
-	// OnDrift is called, synchronously, for each object Apply found
-	// changed by someone else since sluice's last write (and re-applied):
-	// the caller turns it into an event. Optional.
+	// OnDrift is called, synchronously, for each object Apply or Run
+	// found changed by someone else since sluice's last write (and
+	// re-applied). Optional.
 	OnDrift func(Drift)
+	// Events records a Warning Event (gateway.ReasonReapplied) on each
+	// object re-applied after someone else's edit; nil only logs it.
+	Events kubernetes.Interface
 	// PollInterval is how often Verify re-reads the objects (default
 	// 250ms).
 	PollInterval time.Duration
+	// DriftInterval is how often Run re-reads every object a rollout
+	// last wrote, to undo someone else's edits (default 1s).
+	DriftInterval time.Duration
 }
 
 // Router writes a rollout's traffic into the user's own VirtualServices
@@ -50,8 +57,8 @@ type RouterOptions struct {
 //
 //  1. New.
 //  2. Apply on every traffic change; Verify with the token Apply returned.
-//  3. Resync, when the caller wants someone else's edits undone between
-//     steps (Apply finds them too).
+//  3. Run in the background, which undoes someone else's edits between
+//     steps (Resync does it once for one rollout; Apply finds them too).
 //  4. Release when the rollout is promoted, aborted or deleted.
 //
 // Istio's CRDs declare no list type for spec.http or spec.subsets, so the
@@ -61,12 +68,17 @@ type RouterOptions struct {
 // "sluice", guarded by resourceVersion) that changes only the managed
 // fields; a conflict is read again and re-applied, never overwritten.
 type Router struct {
-	client  dynamic.Interface
-	log     *slog.Logger
-	onDrift func(Drift)
-	poll    time.Duration
+	client        dynamic.Interface
+	events        kubernetes.Interface
+	log           *slog.Logger
+	onDrift       func(Drift)
+	poll          time.Duration
+	driftInterval time.Duration
 
-	mu sync.Mutex
+	// writes serialises Apply, Resync and Release, so that Run never
+	// writes a rollout's older traffic over a newer Apply.
+	writes sync.Mutex
+	mu     sync.Mutex
 	// last is each rollout's traffic at its last Apply, for Resync.
 	last map[api.Key]api.Traffic
 }
@@ -82,7 +94,11 @@ func New(opts RouterOptions) (*Router, error) {
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = 250 * time.Millisecond
 	}
-	return &Router{client: opts.Client, log: opts.Logger, onDrift: opts.OnDrift, poll: opts.PollInterval, last: map[api.Key]api.Traffic{}}, nil
+	if opts.DriftInterval <= 0 {
+		opts.DriftInterval = time.Second
+	}
+	return &Router{client: opts.Client, events: opts.Events, log: opts.Logger, onDrift: opts.OnDrift,
+		poll: opts.PollInterval, driftInterval: opts.DriftInterval, last: map[api.Key]api.Traffic{}}, nil
 }
 
 // Name is the router's name in logs, status and events.
@@ -95,19 +111,61 @@ func (r *Router) Name() string { return "istio" }
 // takes ("" and nil when t names no Istio object). Drifts found on the way
 // go to RouterOptions.OnDrift.
 func (r *Router) Apply(ctx context.Context, t api.Traffic) (string, error) {
+	r.writes.Lock()
+	defer r.writes.Unlock()
 	tok, drifts, err := r.apply(ctx, t)
+	r.report(drifts)
+	return tok, err
+}
+
+func (r *Router) report(drifts []Drift) {
 	for _, d := range drifts {
 		if r.onDrift != nil {
 			r.onDrift(d)
 		}
 	}
-	return tok, err
+}
+
+// Run re-applies, every DriftInterval until ctx ends, the last traffic of
+// every rollout applied and not released, so that someone else's edit of
+// the managed fields (a GitOps sync, a kubectl edit) is undone between
+// steps, with an Event and OnDrift, rather than at the next step. Objects
+// nobody changed are read and not written.
+func (r *Router) Run(ctx context.Context) error {
+	tick := time.NewTicker(r.driftInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			r.resyncAll(ctx)
+		}
+	}
+}
+
+func (r *Router) resyncAll(ctx context.Context) {
+	r.mu.Lock()
+	keys := make([]api.Key, 0, len(r.last))
+	for k := range r.last {
+		keys = append(keys, k)
+	}
+	r.mu.Unlock()
+	for _, k := range keys {
+		drifts, _, err := r.Resync(ctx, k)
+		r.report(drifts)
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn("istio: re-apply", "rollout", k.String(), "err", err)
+		}
+	}
 }
 
 // Resync applies the rollout's last traffic again and returns what it
 // found changed by someone else (not passed to RouterOptions.OnDrift), with a
 // token for Verify. A rollout not applied since New is left alone.
 func (r *Router) Resync(ctx context.Context, key api.Key) ([]Drift, string, error) {
+	r.writes.Lock()
+	defer r.writes.Unlock()
 	r.mu.Lock()
 	t, ok := r.last[key]
 	r.mu.Unlock()
@@ -170,6 +228,8 @@ func (r *Router) apply(ctx context.Context, t api.Traffic) (string, []Drift, err
 // points the canary subset at the stable subset's pods. Objects already
 // deleted are skipped.
 func (r *Router) Release(ctx context.Context, key api.Key, rt *api.ClusterRouting) error {
+	r.writes.Lock()
+	defer r.writes.Unlock()
 	r.mu.Lock()
 	delete(r.last, key)
 	r.mu.Unlock()
@@ -245,6 +305,9 @@ func (r *Router) update(ctx context.Context, res schema.GroupVersionResource, ns
 		}
 		written.Generation = out.GetGeneration()
 		r.log.Info("istio: wrote", "rollout", key, "object", objectName(out), "generation", out.GetGeneration())
+		if drift != nil && next != nil {
+			r.reapplied(ctx, out, *drift) // not on Release: that is no re-apply
+		}
 		return nil
 	})
 	return written, drift, err
