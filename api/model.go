@@ -291,4 +291,7 @@ type XDSConfig struct {
 type SessionAffinity struct {
 	CookieName string `json:"cookieName"`
 	MaxAge     int64  `json:"maxAge,omitempty"`
+	// PinStable pins users who reached stable to it too (cookie value
+	// "stable"), so that no session moves between versions during a step.
+	PinStable bool `json:"pinStable,omitempty"`
 }

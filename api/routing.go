@@ -16,6 +16,9 @@ type xdsConfigDoc struct {
 	SessionAffinity *struct {
 		CookieName string `json:"cookieName"`
 		MaxAge     int64  `json:"maxAge"`
+		// PinStable is read raw so that a non-boolean is a field error
+		// with its line, not a failure of the whole plugin block.
+		PinStable json.RawMessage `json:"pinStable"`
 	} `json:"sessionAffinity"`
 	MaxUnapprovedWeightJump *int32 `json:"maxUnapprovedWeightJump"`
 }
@@ -114,6 +117,11 @@ func (c *checker) xdsOptions(cfg *XDSConfig, doc xdsConfigDoc) *XDSConfig {
 			c.errorf(p+".maxAge", "must not be negative, got %d", sa.MaxAge)
 		}
 		cfg.SessionAffinity = &SessionAffinity{CookieName: sa.CookieName, MaxAge: sa.MaxAge}
+		if len(sa.PinStable) > 0 {
+			if err := json.Unmarshal(sa.PinStable, &cfg.SessionAffinity.PinStable); err != nil {
+				c.errorf(p+".pinStable", "must be true or false, got %s", sa.PinStable)
+			}
+		}
 	}
 	if j := doc.MaxUnapprovedWeightJump; j != nil {
 		if *j < 1 || *j > 100 {

@@ -19,6 +19,20 @@ func (w Weights) WithBaseline() Weights {
 	return Weights{Stable: w.Stable - b, Canary: w.Canary, Baseline: b}
 }
 
+// StickyCanary reports whether clients that reached the canary are kept
+// on it now: session affinity and a canary weight above 0.
+func (t Traffic) StickyCanary() bool {
+	return t.SessionAffinity != nil && t.Weights.Canary > 0
+}
+
+// PinsStable reports whether clients that reached stable are kept on it
+// now: PinStable and a step in progress, that is both the canary and the
+// stable version (stable or baseline, which runs it) have weight. At
+// canary weight 0 or 100 there is no other side to drift to.
+func (t Traffic) PinsStable() bool {
+	return t.StickyCanary() && t.SessionAffinity.PinStable && t.Weights.Stable+t.Weights.Baseline > 0
+}
+
 // CanaryWeights returns the split that gives the canary c percent.
 func CanaryWeights(c int32) Weights { return Weights{Stable: 100 - c, Canary: c} }
 
@@ -59,7 +73,8 @@ type Traffic struct {
 	// MirrorRoutes copy matching requests to the canary.
 	MirrorRoutes []MirrorRoute `json:"mirrorRoutes,omitempty"`
 	// SessionAffinity, when set and the canary weight is above 0, makes the
-	// canary sticky for clients that reached it.
+	// canary sticky for clients that reached it; with PinStable, stable is
+	// sticky too while a step is in progress (see PinsStable).
 	SessionAffinity *SessionAffinity `json:"sessionAffinity,omitempty"`
 	// Routing is the rollout's cluster routers (Kubernetes mode), which
 	// carry this traffic beside the xDS gateway; nil when it names none.
