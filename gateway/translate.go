@@ -123,7 +123,7 @@ func checkTraffic(t api.Traffic) error {
 }
 
 // buildRoutes orders a virtual host's routes: header routes (step order),
-// the sticky-canary route, mirror routes, the weighted default route, then
+// the sticky-canary route, the sticky-stable route, mirror routes, the weighted default route, then
 // the keep-warm routes (unreachable, they only keep a weightless cluster
 // referenced).
 func buildRoutes(t api.Traffic) ([]*routev3.Route, error) {
@@ -143,18 +143,11 @@ func buildRoutes(t api.Traffic) ([]*routev3.Route, error) {
 		}
 		routes = append(routes, &routev3.Route{Name: "header/" + hr.Name, Match: rm, Action: toCluster(canary)})
 	}
-	sticky := t.SessionAffinity != nil && t.Weights.Canary > 0
-	if sticky {
-		h, err := headerMatcher(api.HeaderMatch{HeaderName: "cookie", HeaderValue: api.StringMatch{Exact: t.SessionAffinity.CookieName + "=canary"}})
-		if err != nil {
-			return nil, fmt.Errorf("session affinity: %w", err)
-		}
-		routes = append(routes, &routev3.Route{
-			Name:   "sticky",
-			Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}, Headers: []*routev3.HeaderMatcher{h}},
-			Action: toCluster(canary),
-		})
+	pins, err := pinRoutes(t)
+	if err != nil {
+		return nil, err
 	}
+	routes = append(routes, pins...)
 	for _, mr := range t.MirrorRoutes {
 		if mr.Percentage < 0 || mr.Percentage > 100 {
 			return nil, fmt.Errorf("mirror route %q: percentage %d is not 0..100", mr.Name, mr.Percentage)
@@ -164,7 +157,7 @@ func buildRoutes(t api.Traffic) ([]*routev3.Route, error) {
 			if err != nil {
 				return nil, fmt.Errorf("mirror route %q match %d: %w", mr.Name, i, err)
 			}
-			action := weightedAction(t, sticky)
+			action := weightedAction(t)
 			action.RequestMirrorPolicies = []*routev3.RouteAction_RequestMirrorPolicy{{
 				Cluster: canary,
 				RuntimeFraction: &corev3.RuntimeFractionalPercent{DefaultValue: &typev3.FractionalPercent{
@@ -181,7 +174,7 @@ func buildRoutes(t api.Traffic) ([]*routev3.Route, error) {
 	routes = append(routes, &routev3.Route{
 		Name:   "default",
 		Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
-		Action: &routev3.Route_Route{Route: weightedAction(t, sticky)},
+		Action: &routev3.Route_Route{Route: weightedAction(t)},
 	})
 	// gRPC skips weight-0 clusters and drops any cluster no route references;
 	// reconnecting to it later costs seconds at scale. These routes sit after
@@ -213,19 +206,51 @@ func mustStringMatcher(m api.StringMatch) *matcherv3.StringMatcher {
 	return sm
 }
 
+// pinRoutes are the session-affinity routes: requests carrying
+// <cookie>=canary go to the canary while it has weight, and, with
+// PinStable and a step in progress, requests carrying <cookie>=stable go
+// to stable (see api.Traffic.PinsStable).
+func pinRoutes(t api.Traffic) ([]*routev3.Route, error) {
+	var routes []*routev3.Route
+	for _, pin := range []struct {
+		name, value string
+		live        bool
+		cluster     string
+	}{
+		{"sticky", "canary", t.StickyCanary(), ClusterName(t.Rollout, Canary)},
+		{"sticky-stable", "stable", t.PinsStable(), ClusterName(t.Rollout, Stable)},
+	} {
+		if !pin.live {
+			continue
+		}
+		h, err := headerMatcher(api.HeaderMatch{HeaderName: "cookie", HeaderValue: api.StringMatch{Exact: t.SessionAffinity.CookieName + "=" + pin.value}})
+		if err != nil {
+			return nil, fmt.Errorf("session affinity: %w", err)
+		}
+		routes = append(routes, &routev3.Route{
+			Name:   pin.name,
+			Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}, Headers: []*routev3.HeaderMatcher{h}},
+			Action: toCluster(pin.cluster),
+		})
+	}
+	return routes, nil
+}
+
 // weightedAction is the default split between the clusters with weight > 0.
-// With session affinity and a live canary, the canary entry sets the sticky
-// cookie (Envoy only: gRPC ignores response header mutations).
-func weightedAction(t api.Traffic, sticky bool) *routev3.RouteAction {
+// With session affinity, the entry that answers sets the cookie pinning the
+// client to its side: the canary entry while the canary is sticky, the
+// stable and baseline entries (both run the stable version) while stable is
+// pinned. Envoy only: gRPC ignores response header mutations.
+func weightedAction(t api.Traffic) *routev3.RouteAction {
 	wc := &routev3.WeightedCluster{}
 	for _, s := range sides(t) {
 		if s.weight <= 0 {
 			continue
 		}
 		c := &routev3.WeightedCluster_ClusterWeight{Name: ClusterName(t.Rollout, s.side), Weight: wrapperspb.UInt32(uint32(s.weight))}
-		if s.side == Canary && sticky {
+		if cookie := pinCookieFor(t, s.side); cookie != "" {
 			c.ResponseHeadersToAdd = []*corev3.HeaderValueOption{{
-				Header:       &corev3.HeaderValue{Key: "set-cookie", Value: stickyCookie(t.SessionAffinity)},
+				Header:       &corev3.HeaderValue{Key: "set-cookie", Value: cookie},
 				AppendAction: corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD,
 			}}
 		}
@@ -234,13 +259,28 @@ func weightedAction(t api.Traffic, sticky bool) *routev3.RouteAction {
 	return &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}}
 }
 
+// pinCookieFor is the Set-Cookie the weighted entry of side adds, or "".
+func pinCookieFor(t api.Traffic, side Side) string {
+	switch {
+	case side == Canary && t.StickyCanary():
+		return StickyCookie(t.SessionAffinity)
+	case side != Canary && t.PinsStable():
+		return StableCookie(t.SessionAffinity)
+	}
+	return ""
+}
+
 // StickyCookie is the Set-Cookie value that pins a user to the canary;
 // the cluster routers set the same cookie.
-func StickyCookie(sa *api.SessionAffinity) string { return stickyCookie(sa) }
+func StickyCookie(sa *api.SessionAffinity) string { return pinCookie(sa, "canary") }
 
-// stickyCookie is the Set-Cookie value that pins a user to the canary.
-func stickyCookie(sa *api.SessionAffinity) string {
-	v := sa.CookieName + "=canary"
+// StableCookie is the Set-Cookie value that pins a user to stable
+// (SessionAffinity.PinStable); the cluster routers set the same cookie.
+func StableCookie(sa *api.SessionAffinity) string { return pinCookie(sa, "stable") }
+
+// pinCookie is the Set-Cookie value <name>=<value> with sa's max age.
+func pinCookie(sa *api.SessionAffinity, value string) string {
+	v := sa.CookieName + "=" + value
 	if sa.MaxAge > 0 {
 		v += "; Max-Age=" + strconv.FormatInt(sa.MaxAge, 10)
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"maps"
 	"regexp"
 	"strings"
 	"testing"
@@ -65,6 +66,19 @@ func TestTranslateGolden(t *testing.T) {
 		{"sticky-weight-0", func(t *api.Traffic) {
 			t.Weights = api.CanaryWeights(0)
 			t.SessionAffinity = &api.SessionAffinity{CookieName: "sluice-canary", MaxAge: 3600}
+		}},
+		{"sticky-pin-stable", func(t *api.Traffic) {
+			t.SessionAffinity = &api.SessionAffinity{CookieName: "sluice-canary", MaxAge: 3600, PinStable: true}
+		}},
+		{"sticky-pin-stable-baseline", func(t *api.Traffic) {
+			t.Weights = api.CanaryWeights(10).WithBaseline()
+			t.BaselineVersion, t.BaselineWorkload, t.BaselineEndpoints = t.StableVersion, "7c9b5d", []string{"127.0.0.1:9004"}
+			t.SessionAffinity = &api.SessionAffinity{CookieName: "sluice-canary", PinStable: true}
+		}},
+		{"sticky-pin-stable-full-canary", func(t *api.Traffic) {
+			// No step in progress: only the canary rule is left.
+			t.Weights = api.CanaryWeights(100)
+			t.SessionAffinity = &api.SessionAffinity{CookieName: "sluice-canary", MaxAge: 3600, PinStable: true}
 		}},
 		{"zones", func(t *api.Traffic) {
 			t.StableEndpoints = []string{"10.244.0.3:8080", "10.244.0.1:8080", "10.244.0.2:8080"}
@@ -229,6 +243,59 @@ func TestTranslateRejects(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), "rollout default/checkout") || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %q should name the rollout and %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestPinCookies checks, per canary weight, the session-affinity routes and
+// the Set-Cookie each weighted entry adds (what Envoy sends back; gRPC
+// clients ignore response headers, so TestGRPCClients cannot see them).
+func TestPinCookies(t *testing.T) {
+	cases := []struct {
+		name    string
+		weights api.Weights
+		routes  []string
+		cookies map[Side]string // weighted entry → Set-Cookie
+	}{
+		{"canary 0", api.CanaryWeights(0), []string{"default", "keep-warm/canary"}, map[Side]string{Stable: ""}},
+		{"canary 10", api.CanaryWeights(10), []string{"sticky", "sticky-stable", "default"},
+			map[Side]string{Stable: "sluice-canary=stable; Max-Age=60; Path=/; HttpOnly", Canary: "sluice-canary=canary; Max-Age=60; Path=/; HttpOnly"}},
+		{"canary 100", api.CanaryWeights(100), []string{"sticky", "default", "keep-warm/stable"},
+			map[Side]string{Canary: "sluice-canary=canary; Max-Age=60; Path=/; HttpOnly"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			routes, err := buildRoutes(traffic(func(tr *api.Traffic) {
+				tr.Weights = tc.weights
+				tr.SessionAffinity = &api.SessionAffinity{CookieName: "sluice-canary", MaxAge: 60, PinStable: true}
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			var weighted *routev3.RouteAction
+			for _, r := range routes {
+				names = append(names, r.Name)
+				if r.Name == "default" {
+					weighted = r.GetRoute()
+				}
+			}
+			if strings.Join(names, " ") != strings.Join(tc.routes, " ") {
+				t.Errorf("routes = %v, want %v", names, tc.routes)
+			}
+			got := map[Side]string{}
+			for _, c := range weighted.GetWeightedClusters().GetClusters() {
+				side := Side(c.Name[strings.LastIndex(c.Name, "/")+1:])
+				got[side] = ""
+				for _, h := range c.ResponseHeadersToAdd {
+					if h.Header.Key == "set-cookie" {
+						got[side] = h.Header.Value
+					}
+				}
+			}
+			if !maps.Equal(got, tc.cookies) {
+				t.Errorf("Set-Cookie by weighted entry = %q, want %q", got, tc.cookies)
 			}
 		})
 	}

@@ -163,6 +163,37 @@ func TestGRPCClients(t *testing.T) {
 		checkSplit(t, got, 400, 0.10)
 	})
 
+	t.Run("stable pinned", func(t *testing.T) {
+		pinned := func(canary int32) func(*api.Traffic) {
+			return func(tr *api.Traffic) {
+				tr.Weights = api.CanaryWeights(canary)
+				tr.SessionAffinity = &api.SessionAffinity{CookieName: "sluice-canary", MaxAge: 3600, PinStable: true}
+			}
+		}
+		const stableCookie = "session=1; sluice-canary=stable"
+		// At canary weight 100 no step is in progress: the stable pin is
+		// off, so even a stable cookie reaches the canary.
+		publish(t, base(pinned(100)))
+		settle(t, "v2", "cookie", stableCookie)
+		// At 90 the pin is on; the settle only passes once it is (by
+		// weight, 20 stable answers in a row would be a 1e-20 chance).
+		publish(t, base(pinned(90)))
+		settle(t, "v1", "cookie", stableCookie)
+		if got := count(t, a, 300, "cookie", stableCookie); got["v1"] != 300 {
+			t.Errorf("stable cookie at canary 90: %v, want all v1", got)
+		}
+		if got := count(t, a, 100, "cookie", "sluice-canary=canary"); got["v2"] != 100 {
+			t.Errorf("canary cookie at canary 90: %v, want all v2", got)
+		}
+		// A near miss is not pinned: split by weight, it reaches the
+		// canary (all 100 on stable would be a 1e-100 chance).
+		if got := count(t, a, 100, "cookie", "sluice-canary=stablex"); got["v2"] == 0 {
+			t.Errorf("near-miss cookie at canary 90: %v, want it split by weight", got)
+		}
+		got := count(t, a, 400)
+		checkSplit(t, got, 400, 0.90)
+	})
+
 	t.Run("mirror route accepted by gRPC", func(t *testing.T) {
 		// gRPC ignores mirror policies, but must accept the routes.
 		publish(t, base(func(tr *api.Traffic) {
