@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"net"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -277,6 +278,15 @@ func StickyCookie(sa *api.SessionAffinity) string { return pinCookie(sa, "canary
 // StableCookie is the Set-Cookie value that pins a user to stable
 // (SessionAffinity.PinStable); the cluster routers set the same cookie.
 func StableCookie(sa *api.SessionAffinity) string { return pinCookie(sa, "stable") }
+
+// stableCookieValue is StableCookie's shape for any cookie name and max age.
+var stableCookieValue = regexp.MustCompile(`^[^=;\s]+=stable(; Max-Age=[0-9]+)?; Path=/; HttpOnly$`)
+
+// IsStableCookie reports whether v has the shape of a StableCookie value,
+// whatever its cookie name and max age: the cluster routers use it to find
+// the stable cookie an earlier write added, even after the user renamed
+// the cookie, and to tell it from the user's own Set-Cookie.
+func IsStableCookie(v string) bool { return stableCookieValue.MatchString(v) }
 
 // pinCookie is the Set-Cookie value <name>=<value> with sa's max age.
 func pinCookie(sa *api.SessionAffinity, value string) string {

@@ -76,6 +76,7 @@ func weightedRefs(refs []gwv1.HTTPBackendRef, t api.Traffic, stable, canary stri
 		case isService(r.BackendObjectReference, canary):
 			continue
 		case isService(r.BackendObjectReference, stable):
+			r = stableRef(r, t)
 			r.Weight = ptr.To(t.Weights.Stable + t.Weights.Baseline)
 			out = append(out, r)
 			if t.Weights.Canary > 0 {
@@ -115,10 +116,45 @@ func canaryTemplate(refs []gwv1.HTTPBackendRef, stable, canary string) gwv1.HTTP
 }
 
 func sticky(t api.Traffic) *api.SessionAffinity {
-	if t.SessionAffinity == nil || t.Weights.Canary == 0 {
+	if !t.StickyCanary() {
 		return nil
 	}
 	return t.SessionAffinity
+}
+
+// stableRef is the user's stable backendRef with sluice's stable cookie
+// filter: added while stable users are pinned, taken out otherwise. The
+// user's own filters stay as they were.
+func stableRef(r gwv1.HTTPBackendRef, t api.Traffic) gwv1.HTTPBackendRef {
+	r = *r.DeepCopy()
+	r.Filters = slices.DeleteFunc(r.Filters, isStableCookieFilter)
+	if t.PinsStable() {
+		r.Filters = append(r.Filters, stableCookieFilter(t.SessionAffinity))
+	}
+	if len(r.Filters) == 0 {
+		r.Filters = nil // as the user wrote it: no filters field
+	}
+	return r
+}
+
+// stableCookieFilter pins a client that reached stable to it, with the
+// cookie sluice's xDS sets (gateway.StableCookie).
+func stableCookieFilter(sa *api.SessionAffinity) gwv1.HTTPRouteFilter {
+	return gwv1.HTTPRouteFilter{
+		Type:                   gwv1.HTTPRouteFilterResponseHeaderModifier,
+		ResponseHeaderModifier: &gwv1.HTTPHeaderFilter{Add: []gwv1.HTTPHeader{{Name: "Set-Cookie", Value: gateway.StableCookie(sa)}}},
+	}
+}
+
+// isStableCookieFilter reports whether f is sluice's stable cookie filter:
+// a ResponseHeaderModifier that only adds one Set-Cookie of
+// gateway.StableCookie's shape. The stable backendRef is the user's, so
+// unlike the canary's, its other Set-Cookie filters are theirs to keep.
+func isStableCookieFilter(f gwv1.HTTPRouteFilter) bool {
+	m := f.ResponseHeaderModifier
+	return f.Type == gwv1.HTTPRouteFilterResponseHeaderModifier && m != nil &&
+		len(m.Set) == 0 && len(m.Remove) == 0 && len(m.Add) == 1 &&
+		m.Add[0].Name == "Set-Cookie" && gateway.IsStableCookie(m.Add[0].Value)
 }
 
 // setCookieFilter pins a client that reached the canary to it, with the
@@ -140,7 +176,7 @@ func isSetCookieFilter(f gwv1.HTTPRouteFilter) bool {
 
 // sluiceHTTPRules are the rules sluice inserts before the managed rules,
 // in the order sluice's xDS routes them: header routes in step order, the
-// sticky-canary route, mirror routes. Each is scoped to the managed
+// sticky-canary route, the sticky-stable route, mirror routes. Each is scoped to the managed
 // rules' matches, so it never catches requests the managed rules do not.
 func sluiceHTTPRules(managed []gwv1.HTTPRouteRule, t api.Traffic, headerRoutes bool) ([]gwv1.HTTPRouteRule, error) {
 	base := managedMatches(managed)
@@ -164,6 +200,14 @@ func sluiceHTTPRules(managed []gwv1.HTTPRouteRule, t api.Traffic, headerRoutes b
 			return nil, fmt.Errorf("sticky canary: %w", err)
 		}
 		out = append(out, gwv1.HTTPRouteRule{Name: ruleName(stickyRuleName, ""), Matches: withHeaders(base, hm), BackendRefs: canaryOnly})
+	}
+	if t.PinsStable() {
+		hm, err := headerMatches([]api.HeaderMatch{{HeaderName: "cookie", HeaderValue: api.StringMatch{Exact: t.SessionAffinity.CookieName + "=stable"}}})
+		if err != nil {
+			return nil, fmt.Errorf("stable pin: %w", err)
+		}
+		stableOnly := []gwv1.HTTPBackendRef{stableBackend(managed[0], t)}
+		out = append(out, gwv1.HTTPRouteRule{Name: ruleName(stickyStableRuleName, ""), Matches: withHeaders(base, hm), BackendRefs: stableOnly})
 	}
 	for _, m := range t.MirrorRoutes {
 		if len(m.Match) == 0 {
@@ -192,6 +236,19 @@ func canaryBackend(managed gwv1.HTTPRouteRule, t api.Traffic) gwv1.HTTPBackendRe
 		c.Filters = append(slices.Clone(c.Filters), setCookieFilter(sa))
 	}
 	return c
+}
+
+// stableBackend is the stable's backendRef (as weightedRefs writes it,
+// with the stable cookie) at weight 1, as the only backend of a rule.
+func stableBackend(managed gwv1.HTTPRouteRule, t api.Traffic) gwv1.HTTPBackendRef {
+	for _, r := range managed.BackendRefs {
+		if isService(r.BackendObjectReference, t.Routing.StableService) {
+			r = stableRef(r, t)
+			r.Weight = nil
+			return r
+		}
+	}
+	return gwv1.HTTPBackendRef{} // unreachable: the managed rule names stable
 }
 
 // managedMatches are the managed rules' matches; a rule with none

@@ -18,6 +18,8 @@ const (
 	headerRulePrefix = RulePrefix + "header-"
 	mirrorRulePrefix = RulePrefix + "mirror-"
 	stickyRuleName   = RulePrefix + "sticky"
+	// stickyStableRuleName pins stable users (SessionAffinity.PinStable).
+	stickyStableRuleName = RulePrefix + "sticky-stable"
 )
 
 var sectionName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)

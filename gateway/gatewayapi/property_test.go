@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/sluice-dev/sluice/api"
@@ -13,12 +14,13 @@ import (
 
 // TestUnmanagedRulesSurviveAnySequence is a property test with a seeded
 // rand: after any sequence of steps (weights, header and cookie routes,
-// mirrors, stickiness), aborts and promotions, the user's unmanaged rules
-// are byte-identical to the originals, the managed rule keeps its own
-// matches, filters and fields, and a final 100% stable step gives the
-// original rules back but for the stable weight.
+// mirrors, stickiness, pinned stable users), aborts and promotions, the
+// user's unmanaged rules are byte-identical to the originals, the managed
+// rule keeps its own matches, filters and fields, the stable backendRef
+// keeps the user's own filters (a Set-Cookie among them), and a final 100%
+// stable step gives the original rules back but for the stable weight.
 func TestUnmanagedRulesSurviveAnySequence(t *testing.T) {
-	original := fixtureRules(t)
+	original := withUserStableFilter(fixtureRules(t))
 	rnd := rand.New(rand.NewPCG(14, 2026))
 	for seq := range 500 {
 		rules := original
@@ -31,6 +33,7 @@ func TestUnmanagedRulesSurviveAnySequence(t *testing.T) {
 				t.Fatalf("sequence %d %v: %v", seq, steps, err)
 			}
 			checkUnmanaged(t, original, rules, seq, steps)
+			checkStableFilters(t, original, rules, tr, seq, steps)
 		}
 		end := baseTraffic(0)
 		rules, err := httpRules(rules, end, true)
@@ -96,6 +99,46 @@ func checkUnmanaged(t *testing.T, original, got []gwv1.HTTPRouteRule, seq int, s
 	}
 }
 
+// withUserStableFilter gives the managed rule's stable backendRef a
+// Set-Cookie filter of the user's own, which sluice's stable cookie must
+// neither replace nor take away.
+func withUserStableFilter(rules []gwv1.HTTPRouteRule) []gwv1.HTTPRouteRule {
+	rules = cloneRules(rules)
+	rules[1].BackendRefs[0].Filters = []gwv1.HTTPRouteFilter{{
+		Type:                   gwv1.HTTPRouteFilterResponseHeaderModifier,
+		ResponseHeaderModifier: &gwv1.HTTPHeaderFilter{Add: []gwv1.HTTPHeader{{Name: "Set-Cookie", Value: "lang=en; Path=/"}}},
+	}}
+	return rules
+}
+
+// checkStableFilters checks the managed rule's stable backendRef: the
+// user's filters, then sluice's stable cookie exactly while tr pins stable
+// users, and a sluice-sticky-stable rule exactly then.
+func checkStableFilters(t *testing.T, original, got []gwv1.HTTPRouteRule, tr api.Traffic, seq int, steps []string) {
+	t.Helper()
+	want := slices.Clone(original[1].BackendRefs[0].Filters)
+	if tr.PinsStable() {
+		want = append(want, gwv1.HTTPRouteFilter{
+			Type:                   gwv1.HTTPRouteFilterResponseHeaderModifier,
+			ResponseHeaderModifier: &gwv1.HTTPHeaderFilter{Add: []gwv1.HTTPHeader{{Name: "Set-Cookie", Value: tr.SessionAffinity.CookieName + "=stable; Path=/; HttpOnly"}}},
+		})
+	}
+	pinRule := false
+	for _, r := range got {
+		switch {
+		case r.Name != nil && *r.Name == "sluice-sticky-stable":
+			pinRule = true
+		case r.Name == nil:
+			if g := r.BackendRefs[0].Filters; js(t, g) != js(t, want) {
+				t.Fatalf("sequence %d %v: stable backendRef filters:\n got %s\nwant %s", seq, steps, js(t, g), js(t, want))
+			}
+		}
+	}
+	if pinRule != tr.PinsStable() {
+		t.Fatalf("sequence %d %v: sluice-sticky-stable rule present = %v, want %v", seq, steps, pinRule, tr.PinsStable())
+	}
+}
+
 func baseTraffic(w int32) api.Traffic {
 	return api.Traffic{Weights: api.CanaryWeights(w), Routing: &api.ClusterRouting{StableService: "checkout-stable", CanaryService: "checkout-canary"}}
 }
@@ -116,7 +159,9 @@ func randomTraffic(rnd *rand.Rand) api.Traffic {
 		t.MirrorRoutes = append(t.MirrorRoutes, api.MirrorRoute{Name: "m", Percentage: int32(rnd.IntN(101)), Match: []api.RouteMatch{{Path: &api.StringMatch{Exact: "/api/x"}}}})
 	}
 	if rnd.IntN(3) == 0 {
-		t.SessionAffinity = &api.SessionAffinity{CookieName: "sticky"}
+		// Two cookie names: a renamed cookie must not leave the old
+		// name's stable filter behind.
+		t.SessionAffinity = &api.SessionAffinity{CookieName: []string{"sticky", "pin"}[rnd.IntN(2)], PinStable: rnd.IntN(2) == 0}
 	}
 	return t
 }
@@ -126,7 +171,8 @@ func describe(t api.Traffic) string {
 		W      int32
 		H, M   int
 		Sticky bool
-	}{t.Weights.Canary, len(t.HeaderRoutes), len(t.MirrorRoutes), t.SessionAffinity != nil})
+		Pin    string `json:",omitempty"`
+	}{t.Weights.Canary, len(t.HeaderRoutes), len(t.MirrorRoutes), t.SessionAffinity != nil, pinOf(t)})
 	return string(b)
 }
 
@@ -137,4 +183,12 @@ func js(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// pinOf names the stable cookie a step sets ("" when it pins no one).
+func pinOf(t api.Traffic) string {
+	if !t.PinsStable() {
+		return ""
+	}
+	return t.SessionAffinity.CookieName
 }

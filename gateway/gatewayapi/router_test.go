@@ -60,12 +60,17 @@ func steps(ns string) []struct {
 	promoted.StableVersion, promoted.CanaryVersion = "v2", "v2"
 	aborted := traffic(ns, 0)
 	aborted.CanaryVersion = "v1"
+	pinned := traffic(ns, 40)
+	pinned.SessionAffinity = &api.SessionAffinity{CookieName: "sluice-canary", MaxAge: 600, PinStable: true}
+	pinnedFull := pinned
+	pinnedFull.Weights = api.CanaryWeights(100)
 	return []struct {
 		name string
 		t    api.Traffic
 	}{
 		{"1-set-weight", weight}, {"2-header-route", header}, {"3-cookie-route", cookie}, {"4-mirror", mirror},
 		{"5-sticky", sticky}, {"6-promotion", promoted}, {"7-mirror-again", mirror}, {"8-abort", aborted},
+		{"9-pin-stable", pinned}, {"10-pin-stable-at-100", pinnedFull}, {"11-promotion-after-pin", promoted},
 	}
 }
 
