@@ -112,10 +112,14 @@ func orNone(s string) string {
 }
 
 func affinityText(a *api.SessionAffinity) string {
+	s := "cookie " + a.CookieName
 	if a.MaxAge > 0 {
-		return fmt.Sprintf("cookie %s, max age %ds", a.CookieName, a.MaxAge)
+		s += fmt.Sprintf(", max age %ds", a.MaxAge)
 	}
-	return "cookie " + a.CookieName
+	if a.PinStable {
+		s += ", stable users pinned too"
+	}
+	return s
 }
 
 // setDiff writes "+ a + b - c" for two address lists taken as sets.

@@ -55,6 +55,9 @@ func TestDiffTraffic(t *testing.T) {
 			"checkout.internal: + mirror route shadow: 20% of method=POST → canary",
 			"checkout.internal: + sticky canary: cookie sluice-canary, max age 3600s",
 		}},
+		{"stable pinned", func(tr *api.Traffic) {
+			tr.SessionAffinity = &api.SessionAffinity{CookieName: "sluice-canary", PinStable: true}
+		}, []string{"checkout.internal: + sticky canary: cookie sluice-canary, stable users pinned too"}},
 		{"host", func(tr *api.Traffic) { tr.Host = "shop.internal" },
 			[]string{"shop.internal: host checkout.internal → shop.internal"}},
 	}
@@ -69,6 +72,15 @@ func TestDiffTraffic(t *testing.T) {
 			}
 		})
 	}
+	t.Run("stable pin turned on", func(t *testing.T) {
+		old, next := base, base
+		old.SessionAffinity = &api.SessionAffinity{CookieName: "sluice-canary", MaxAge: 600}
+		next.SessionAffinity = &api.SessionAffinity{CookieName: "sluice-canary", MaxAge: 600, PinStable: true}
+		got := DiffTraffic(old, next)
+		if want := []string{"checkout.internal: ~ sticky canary: cookie sluice-canary, max age 600s → cookie sluice-canary, max age 600s, stable users pinned too"}; !slices.Equal(got, want) {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	})
 	t.Run("header route match changed", func(t *testing.T) {
 		old, next := base, base
 		old.HeaderRoutes = []api.HeaderRoute{testers}
