@@ -221,6 +221,7 @@ var (
 		{Method: &api.StringMatch{Exact: "POST"}, Path: &api.StringMatch{Prefix: "/api/"}},
 	}}
 	stickyCanary = &api.SessionAffinity{CookieName: "sluice-canary", MaxAge: 3600}
+	pinnedStable = &api.SessionAffinity{CookieName: "sluice-canary", MaxAge: 3600, PinStable: true}
 )
 
 // jsonPath reads one value of a raw JSON document, keeping its bytes.

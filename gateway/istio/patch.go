@@ -31,6 +31,9 @@ type routeState struct {
 	// sticky is set while the canary is sticky (render.go's rule: session
 	// affinity and a canary weight above 0).
 	sticky *api.SessionAffinity
+	// pinStable is set while stable users are pinned too
+	// (api.Traffic.PinsStable: PinStable and a step in progress).
+	pinStable *api.SessionAffinity
 }
 
 // atRest is the state after promotion, abort or release: all traffic to
@@ -49,8 +52,11 @@ func stateOf(t api.Traffic) (routeState, error) {
 		return routeState{}, fmt.Errorf("rollout %s: weights %d/%d do not add up to 100", t.Rollout, w.Stable, w.Canary)
 	}
 	s := routeState{rollout: t.Rollout, weights: w, headerRoutes: t.HeaderRoutes, mirrorRoutes: t.MirrorRoutes}
-	if t.SessionAffinity != nil && w.Canary > 0 {
+	if t.StickyCanary() {
 		s.sticky = t.SessionAffinity
+	}
+	if t.PinsStable() {
+		s.pinStable = t.SessionAffinity
 	}
 	return s, nil
 }
@@ -117,8 +123,10 @@ type vsPatch struct {
 
 // patchVirtualService rewrites, in obj, the managed http routes named by
 // routeNames (the only http route when none is named) to want: the
-// stable/canary weights, the sticky Set-Cookie on the canary destination,
-// and sluice's own routes (header, sticky, mirror) just ahead of the first
+// stable/canary weights, the sticky Set-Cookie on the canary destination
+// (and the stable one on the stable destination while stable users are
+// pinned), and sluice's own routes (header, sticky, sticky-stable, mirror)
+// just ahead of the first
 // managed route. prev names the routes sluice inserted at its last write;
 // they are replaced. Every other field and route is left as it was.
 func patchVirtualService(obj *unstructured.Unstructured, routeNames []string, b backends, prev ledgerEntry, want routeState) (vsPatch, error) {
@@ -145,17 +153,17 @@ func patchVirtualService(obj *unstructured.Unstructured, routeNames []string, b 
 	}
 	found := projectVS(http, ours, wasManaged)
 
-	var canaryDest map[string]any
+	var dests sideDests
 	for _, i := range managed {
 		d, err := setWeights(user[i].(map[string]any), b, want)
 		if err != nil {
 			return vsPatch{}, fmt.Errorf("%s: %w", where, err)
 		}
-		if canaryDest == nil {
-			canaryDest = d
+		if dests.canary == nil {
+			dests = d
 		}
 	}
-	added, err := sluiceRoutes(want, canaryDest, user[managed[0]].(map[string]any)["route"])
+	added, err := sluiceRoutes(want, dests, user[managed[0]].(map[string]any)["route"])
 	if err != nil {
 		return vsPatch{}, fmt.Errorf("%s: %w", where, err)
 	}
@@ -229,38 +237,48 @@ func findManaged(http []any, names []string) ([]int, error) {
 	return idx, nil
 }
 
-// setWeights sets the weights of a managed route's destinations and the
-// sticky Set-Cookie on the canary one, returning the canary destination
-// (sluice's own routes send to it). Both sides must be listed: the canary
+// sideDests are a managed route's stable and canary destinations, which
+// sluice's own routes send to.
+type sideDests struct {
+	stable, canary map[string]any
+}
+
+// setWeights sets the weights of a managed route's destinations, the
+// sticky Set-Cookie on the canary one and the stable pin's on the stable
+// one, returning both destinations. Both sides must be listed: the canary
 // keeps weight 0 at rest rather than being removed, as Argo's users
 // already write it in git.
-func setWeights(route map[string]any, b backends, want routeState) (map[string]any, error) {
+func setWeights(route map[string]any, b backends, want routeState) (sideDests, error) {
 	name := routeName(route)
-	dests, _ := route["route"].([]any)
-	var canary map[string]any
-	var stable bool
-	for i, d := range dests {
+	routes, _ := route["route"].([]any)
+	var out sideDests
+	for i, d := range routes {
 		rd, ok := d.(map[string]any)
 		if !ok {
-			return nil, fmt.Errorf("http route %q: route[%d] is not an object", name, i)
+			return sideDests{}, fmt.Errorf("http route %q: route[%d] is not an object", name, i)
 		}
 		dest, _ := rd["destination"].(map[string]any)
 		switch b.sideOf(dest) {
 		case sideStable:
 			rd["weight"] = int64(want.weights.Stable)
-			stable = true
+			if err := setStableCookie(rd, want.pinStable); err != nil {
+				return sideDests{}, fmt.Errorf("http route %q: route[%d]: %w", name, i, err)
+			}
+			if out.stable == nil {
+				out.stable = dest
+			}
 		case sideCanary:
 			rd["weight"] = int64(want.weights.Canary)
 			setStickyCookie(rd, want.sticky)
-			canary = dest
+			out.canary = dest
 		default:
-			return nil, fmt.Errorf("http route %q: route[%d] destination %v is neither the stable (%s) nor the canary (%s) side", name, i, dest["host"], b.describe(sideStable), b.describe(sideCanary))
+			return sideDests{}, fmt.Errorf("http route %q: route[%d] destination %v is neither the stable (%s) nor the canary (%s) side", name, i, dest["host"], b.describe(sideStable), b.describe(sideCanary))
 		}
 	}
-	if !stable || canary == nil {
-		return nil, fmt.Errorf("http route %q: needs a destination for %s and one for %s", name, b.describe(sideStable), b.describe(sideCanary))
+	if out.stable == nil || out.canary == nil {
+		return sideDests{}, fmt.Errorf("http route %q: needs a destination for %s and one for %s", name, b.describe(sideStable), b.describe(sideCanary))
 	}
-	return canary, nil
+	return out, nil
 }
 
 func (b backends) describe(s side) string {
@@ -293,6 +311,12 @@ func setStickyCookie(rd map[string]any, sa *api.SessionAffinity) {
 	if _, ok, _ := unstructured.NestedString(rd, "headers", "response", "add", stickyCookieHeader); !ok {
 		return
 	}
+	removeCookieHeader(rd)
+}
+
+// removeCookieHeader removes the Set-Cookie sluice adds to a destination,
+// pruning only the maps that the removal leaves empty.
+func removeCookieHeader(rd map[string]any) {
 	unstructured.RemoveNestedField(rd, "headers", "response", "add", stickyCookieHeader)
 	for _, path := range [][]string{{"headers", "response", "add"}, {"headers", "response"}, {"headers"}} {
 		if m, ok, _ := unstructured.NestedMap(rd, path...); ok && len(m) == 0 {
@@ -301,18 +325,48 @@ func setStickyCookie(rd map[string]any, sa *api.SessionAffinity) {
 	}
 }
 
+// setStableCookie adds (sa set) or removes (nil) the stable pin's
+// Set-Cookie (gateway.StableCookie) on the stable destination. That
+// destination is the user's, and Istio's headers.response.add is a map, so
+// one set-cookie per destination: a Set-Cookie of the user's own there is
+// never replaced (an error while stable users are to be pinned) nor removed.
+// add, not set: the application's own Set-Cookie headers must pass.
+func setStableCookie(rd map[string]any, sa *api.SessionAffinity) error {
+	cur, has, _ := unstructured.NestedString(rd, "headers", "response", "add", stickyCookieHeader)
+	if has && !gateway.IsStableCookie(cur) {
+		if sa == nil {
+			return nil
+		}
+		return fmt.Errorf("the stable destination already adds a set-cookie response header of its own (%q); Istio adds one per destination, so sluice cannot add its stable cookie (sessionAffinity.pinStable)", cur)
+	}
+	if sa != nil {
+		_ = unstructured.SetNestedField(rd, gateway.StableCookie(sa), "headers", "response", "add", stickyCookieHeader)
+		return nil
+	}
+	if has {
+		removeCookieHeader(rd)
+	}
+	return nil
+}
+
 // stickyRouteName is the sticky-canary route's name; per rollout, as
 // several rollouts may share one VirtualService.
 func stickyRouteName(key api.Key) string { return "sluice-sticky-" + key.Name }
 
+// stickyStableRouteName is the stable pin's route name, per rollout too.
+func stickyStableRouteName(key api.Key) string { return "sluice-sticky-stable-" + key.Name }
+
 // sluiceRoutes builds sluice's own routes in the xDS gateway's order:
-// header routes in step order, the sticky route, then mirror routes (each
-// keeping the managed route's weighted split). canaryDest is copied as is,
-// so the user's host spelling and port stay.
-func sluiceRoutes(want routeState, canaryDest map[string]any, weighted any) ([]any, error) {
-	toCanary := func() []any {
-		return []any{map[string]any{"destination": runtime.DeepCopyJSONValue(canaryDest), "weight": int64(100)}}
+// header routes in step order, the sticky route, the sticky-stable route,
+// then mirror routes (each keeping the managed route's weighted split).
+// The destinations are copied as they are, so the user's host spelling
+// and port stay.
+func sluiceRoutes(want routeState, dests sideDests, weighted any) ([]any, error) {
+	canaryDest := dests.canary
+	only := func(dest map[string]any) []any {
+		return []any{map[string]any{"destination": runtime.DeepCopyJSONValue(dest), "weight": int64(100)}}
 	}
+	toCanary := func() []any { return only(canaryDest) }
 	var out []any
 	for _, hr := range want.headerRoutes {
 		if len(hr.Match) == 0 {
@@ -339,6 +393,13 @@ func sluiceRoutes(want routeState, canaryDest map[string]any, weighted any) ([]a
 		}
 		out = append(out, map[string]any{"name": stickyRouteName(want.rollout), "match": []any{match}, "route": toCanary()})
 	}
+	if want.pinStable != nil {
+		match, err := cookieMatch(want.pinStable.CookieName + "=stable")
+		if err != nil {
+			return nil, fmt.Errorf("rollout %s: stable pin: %w", want.rollout, err)
+		}
+		out = append(out, map[string]any{"name": stickyStableRouteName(want.rollout), "match": []any{match}, "route": only(dests.stable)})
+	}
 	for _, mr := range want.mirrorRoutes {
 		if len(mr.Match) == 0 {
 			continue
@@ -364,6 +425,16 @@ func sluiceRoutes(want routeState, canaryDest map[string]any, weighted any) ([]a
 		})
 	}
 	return out, nil
+}
+
+// cookieMatch is the match of requests carrying the cookie pair, with the
+// cookie-pair RE2 of sluice's xDS.
+func cookieMatch(pair string) (any, error) {
+	re, err := gateway.CookieRegex(api.StringMatch{Exact: pair})
+	if err != nil {
+		return nil, err
+	}
+	return jsonValue(&netv1alpha3.HTTPMatchRequest{Headers: map[string]*netv1alpha3.StringMatch{"cookie": regex(re)}})
 }
 
 // jsonValue turns one of Istio's typed structs into the JSON value the

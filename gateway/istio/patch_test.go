@@ -1,6 +1,8 @@
 package istio
 
 import (
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/sluice-dev/sluice/api"
@@ -85,5 +87,67 @@ func TestGenerationOf(t *testing.T) {
 		if got, ok := generationOf(tc.in); got != tc.want || ok != tc.wantOK {
 			t.Errorf("generationOf(%#v) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.wantOK)
 		}
+	}
+}
+
+// TestStateOfPinStable: stable users are pinned only while a step is in
+// progress (both subsets have weight; a baseline's share counts as stable).
+func TestStateOfPinStable(t *testing.T) {
+	cases := []struct {
+		name    string
+		weights api.Weights
+		want    bool
+	}{
+		{"canary 0", api.CanaryWeights(0), false},
+		{"canary 30", api.CanaryWeights(30), true},
+		{"canary 100", api.CanaryWeights(100), false},
+		{"baseline takes all of stable's share", api.CanaryWeights(60).WithBaseline(), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := stateOf(api.Traffic{Rollout: api.Key{Namespace: "shop", Name: "checkout"}, Weights: tc.weights, SessionAffinity: pinnedStable})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.pinStable != nil; got != tc.want {
+				t.Errorf("pinStable = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSetStableCookie: sluice's stable cookie is added, replaced and
+// removed on the stable destination, and a Set-Cookie of the user's own
+// there is kept (and refused to overwrite).
+func TestSetStableCookie(t *testing.T) {
+	const ours = "sluice-canary=stable; Max-Age=3600; Path=/; HttpOnly"
+	withAdd := func(add map[string]any) map[string]any {
+		return map[string]any{"destination": map[string]any{"host": "checkout"}, "headers": map[string]any{"response": map[string]any{"add": add}}}
+	}
+	bare := func() map[string]any { return map[string]any{"destination": map[string]any{"host": "checkout"}} }
+	cases := []struct {
+		name    string
+		rd      map[string]any
+		sa      *api.SessionAffinity
+		want    map[string]any
+		wantErr string
+	}{
+		{"added", bare(), pinnedStable, withAdd(map[string]any{"set-cookie": ours}), ""},
+		{"removed, empty maps pruned", withAdd(map[string]any{"set-cookie": ours}), nil, bare(), ""},
+		{"renamed cookie replaced", withAdd(map[string]any{"set-cookie": "old=stable; Path=/; HttpOnly"}), pinnedStable, withAdd(map[string]any{"set-cookie": ours}), ""},
+		{"removed beside the user's other headers", withAdd(map[string]any{"set-cookie": ours, "x-served-by": "stable"}), nil, withAdd(map[string]any{"x-served-by": "stable"}), ""},
+		{"the user's own kept at rest", withAdd(map[string]any{"set-cookie": "lang=en"}), nil, withAdd(map[string]any{"set-cookie": "lang=en"}), ""},
+		{"the user's own not overwritten", withAdd(map[string]any{"set-cookie": "lang=en"}), pinnedStable, withAdd(map[string]any{"set-cookie": "lang=en"}), "set-cookie response header of its own"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := setStableCookie(tc.rd, tc.sa)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("setStableCookie = %v, want error containing %q", err, tc.wantErr)
+			}
+			if !reflect.DeepEqual(tc.rd, tc.want) {
+				t.Errorf("destination = %v, want %v", tc.rd, tc.want)
+			}
+		})
 	}
 }

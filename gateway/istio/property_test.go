@@ -17,7 +17,8 @@ import (
 )
 
 // TestUnmanagedFieldsByteIdentical is a property test: after any sequence
-// of steps (weights, header, cookie and mirror routes, sticky canary),
+// of steps (weights, header, cookie and mirror routes, sticky canary,
+// pinned stable users),
 // aborts, promotions, releases and the user's own edits of fields sluice
 // does not manage, every field sluice does not manage is byte-identical,
 // as the API server serves it, to what the user last wrote; and after an
@@ -71,13 +72,18 @@ func TestUnmanagedFieldsByteIdentical(t *testing.T) {
 				case 4:
 					tr.MirrorRoutes = toggle(tr.MirrorRoutes, shadowMirror)
 					trail = append(trail, "toggle mirror")
-				case 5:
-					if tr.SessionAffinity == nil {
+				case 5: // none → sticky canary → stable pinned too → none
+					switch tr.SessionAffinity {
+					case nil:
 						tr.SessionAffinity = stickyCanary
-					} else {
+						trail = append(trail, "sticky")
+					case stickyCanary:
+						tr.SessionAffinity = pinnedStable
+						trail = append(trail, "pin stable")
+					default:
 						tr.SessionAffinity = nil
+						trail = append(trail, "no affinity")
 					}
-					trail = append(trail, "toggle sticky")
 				case 6: // abort, or promotion: all on one version, no routes
 					if rnd.IntN(2) == 0 {
 						trail = append(trail, "abort")

@@ -32,6 +32,16 @@ func TestApplyGolden(t *testing.T) {
 			t.MirrorRoutes = []api.MirrorRoute{shadowMirror}
 			t.SessionAffinity = stickyCanary
 		}},
+		{"pin-stable", func(t *api.Traffic) {
+			t.Weights = api.CanaryWeights(30)
+			t.SessionAffinity = pinnedStable
+		}},
+		// At 100 no step is in progress: the stable pin goes, the
+		// canary's stays.
+		{"pin-stable-at-100", func(t *api.Traffic) {
+			t.Weights = api.CanaryWeights(100)
+			t.SessionAffinity = pinnedStable
+		}},
 		// Promotion: v2 is stable now, on both sides, and sluice's routes
 		// are gone.
 		{"promotion", func(t *api.Traffic) {
