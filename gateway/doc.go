@@ -22,6 +22,7 @@
 //
 // Routes in a virtual host, in order: header routes (step order), the
 // sticky-canary cookie route (session affinity with canary weight > 0),
+// the sticky-stable cookie route (PinStable, while a step is in progress),
 // mirror routes (the weighted split plus request_mirror_policies), the
 // weighted default, and keep-warm routes that sit after the catch-all and
 // only keep a weightless cluster referenced (gRPC drops unreferenced

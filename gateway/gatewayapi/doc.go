@@ -6,7 +6,8 @@
 // Only the rules sluice manages change: the user's rule whose backendRefs
 // name the stable Service (its weights, and the canary backendRef sluice
 // adds beside it) and the rules sluice inserts before it, all named
-// "sluice-…" (header routes, the sticky-canary route, mirror routes). The
+// "sluice-…" (header routes, the sticky-canary and sticky-stable routes,
+// mirror routes). The
 // user's other rules, matches and filters stay as they were.
 //
 // spec.rules is a +listType=atomic list, so server-side apply would take

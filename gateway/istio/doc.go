@@ -3,10 +3,10 @@
 // Router (router.go) is the cluster router of issue 14: it patches the
 // user's own VirtualServices and DestinationRule, named by the rollout's
 // trafficRouting.istio, in place: the weights of the managed http routes,
-// sluice's header, cookie, sticky and mirror routes just ahead of them,
-// and the subsets' rollouts-pod-template-hash labels. Everything else in
-// those objects stays byte for byte as the user wrote it. It verifies a
-// write as far as Istio lets it (the generation, and istiod's status when
+// sluice's header, cookie, sticky (canary and stable) and mirror routes
+// just ahead of them, and the subsets' rollouts-pod-template-hash labels.
+// Everything else in those objects stays byte for byte as the user wrote
+// it. It verifies a write as far as Istio lets it (the generation, and istiod's status when
 // status reporting is on), finds someone else's edits of the managed
 // fields (drift) and undoes them, and restores the objects on Release.
 //
