@@ -6,9 +6,10 @@
 // sluice's header, cookie, sticky (canary and stable) and mirror routes
 // just ahead of them, and the subsets' rollouts-pod-template-hash labels.
 // Everything else in those objects stays byte for byte as the user wrote
-// it. It verifies a write as far as Istio lets it (the generation, and istiod's status when
-// status reporting is on), finds someone else's edits of the managed
-// fields (drift) and undoes them, and restores the objects on Release.
+// it. It verifies a write as far as Istio lets it (the generation, and
+// istiod's status when status reporting is on), finds someone else's
+// edits of the managed fields (drift) and undoes them, and restores the
+// objects on Release.
 //
 // Objects and Render (render.go) build sluice-owned VirtualService and
 // DestinationRule objects from the same traffic instead; the Router
