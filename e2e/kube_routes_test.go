@@ -210,9 +210,11 @@ func (w *routeWorld) waitRoute(t *testing.T, name, want string) {
 }
 
 // TestKubeClusterRoutes runs a Kubernetes-mode canary of a Rollout that
-// names an HTTPRoute and a VirtualService (and no xDS) through the real
-// binary: both are right after every step (weights, header route, cookie
-// route, mirror, promotion, and separately an abort), each step waits
+// names an HTTPRoute and a VirtualService (and no xDS, but for the
+// session-affinity canary, whose option lives in the xDS plugin's block)
+// through the real binary: both are right after every step (weights,
+// header route, cookie route, mirror, promotion, separately an abort, and
+// stable users pinned by a cookie until a promotion), each step waits
 // until the fake gateway reports the route taken, and the user's own
 // rules are never touched.
 func TestKubeClusterRoutes(t *testing.T) {
@@ -311,6 +313,41 @@ istio:
 		return s.Phase == rollout.PhaseDegraded && s.StableVersion == v2
 	})
 	w.waitRoutes(t, "kg", hrStable, vsStable)
+
+	// Stable users pinned too: a second rollout, kp, whose xDS plugin
+	// block (where sessionAffinity lives) has pinStable. While its step is
+	// in progress each router has a cookie rule for each side; promotion
+	// takes both away.
+	w.services(t, "kp", "kp-stable", "kp-canary")
+	w.httpRoute(t, "kp", "kp-stable")
+	w.virtualService(t, "kp", "kp-stable", "kp-canary")
+	pinned := kubeRollout{Name: "kp", Namespace: ns, Version: v1, Replicas: 2,
+		Canary: "stableService: kp-stable\ncanaryService: kp-canary\n",
+		Steps:  "- setWeight: 20\n- pause: {}\n",
+		TrafficRouting: `plugins:
+  argoproj-labs/gatewayAPI: {httpRoute: kp}
+  sluice.io/xds:
+    host: kp.internal
+    sessionAffinity: {cookieName: kp-session, pinStable: true}
+istio:
+  virtualService: {name: kp, routes: [primary]}
+`}
+	repo.push("kp v1", map[string]string{"rollouts/kp.yaml": pinned.yaml()})
+	d.waitStatus(ns+"/kp", 60*time.Second, "kp stable v1", func(s httpapi.RolloutStatus) bool {
+		return s.Phase == rollout.PhaseHealthy && s.StableVersion == v1
+	})
+	pinned.Version = v2
+	repo.push("kp v2", map[string]string{"rollouts/kp.yaml": pinned.yaml()})
+	d.waitStatus(ns+"/kp", 60*time.Second, "kp paused at 20 %", func(s httpapi.RolloutStatus) bool {
+		return s.CanaryVersion == v2 && s.Phase == rollout.PhasePaused && s.Weights.Canary == 20
+	})
+	w.waitRoutes(t, "kp", user+"sluice-sticky[kp-canary:1] sluice-sticky-stable[kp-stable:1] -[kp-stable:80 kp-canary:20]",
+		vsUser+"sluice-sticky-kp[kp-canary:100] sluice-sticky-stable-kp[kp-stable:100] primary[kp-stable:80 kp-canary:20]")
+	d.cli("promote", ns+"/kp")
+	d.waitStatus(ns+"/kp", 60*time.Second, "kp promoted", func(s httpapi.RolloutStatus) bool {
+		return s.Phase == rollout.PhaseHealthy && s.StableVersion == v2
+	})
+	w.waitRoutes(t, "kp", user+"-[kp-stable:100]", vsUser+"primary[kp-stable:100 kp-canary:0]")
 
 	// A gateway that rejects the route is a NACK: the step holds with the
 	// condition's reason (the xds-nack path) and never reaches its pause.
