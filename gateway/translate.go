@@ -124,9 +124,9 @@ func checkTraffic(t api.Traffic) error {
 }
 
 // buildRoutes orders a virtual host's routes: header routes (step order),
-// the sticky-canary route, the sticky-stable route, mirror routes, the weighted default route, then
-// the keep-warm routes (unreachable, they only keep a weightless cluster
-// referenced).
+// the sticky-canary route, the sticky-stable route, mirror routes, the
+// weighted default route, then the keep-warm routes (unreachable, they
+// only keep a weightless cluster referenced).
 func buildRoutes(t api.Traffic) ([]*routev3.Route, error) {
 	canary := ClusterName(t.Rollout, Canary)
 	var routes []*routev3.Route

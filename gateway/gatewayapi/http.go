@@ -176,8 +176,9 @@ func isSetCookieFilter(f gwv1.HTTPRouteFilter) bool {
 
 // sluiceHTTPRules are the rules sluice inserts before the managed rules,
 // in the order sluice's xDS routes them: header routes in step order, the
-// sticky-canary route, the sticky-stable route, mirror routes. Each is scoped to the managed
-// rules' matches, so it never catches requests the managed rules do not.
+// sticky-canary route, the sticky-stable route, mirror routes. Each is
+// scoped to the managed rules' matches, so it never catches requests the
+// managed rules do not.
 func sluiceHTTPRules(managed []gwv1.HTTPRouteRule, t api.Traffic, headerRoutes bool) ([]gwv1.HTTPRouteRule, error) {
 	base := managedMatches(managed)
 	canaryOnly := []gwv1.HTTPBackendRef{canaryBackend(managed[0], t)}
