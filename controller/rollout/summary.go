@@ -48,9 +48,14 @@ func phaseAndMessage(s State) (Phase, string) {
 		if settling, ok := settlingMessage(s, fmt.Sprintf("aborting at step %d/%d: %s; all traffic back to %s", s.StepIndex+1, n, s.AbortReason, s.StableVersion)); ok {
 			return PhaseProgressing, settling
 		}
+		// A risky change can arrive while the rollout is aborted: it
+		// waits for approval too, and must not be hidden by the abort.
+		if s.Pending != nil {
+			msg += "; " + approvalMessage(s)
+		}
 		return PhaseDegraded, msg + ackNote(s)
 	case s.Pending != nil:
-		return PhasePaused, fmt.Sprintf("waiting for approval of commit %s: %s", short(s.Pending.Commit), strings.Join(s.Pending.Reasons, "; "))
+		return PhasePaused, approvalMessage(s)
 	case s.Wait != nil && s.Wait.Kind == WaitFirst:
 		return PhaseProgressing, fmt.Sprintf("stable %s: %s before it gets traffic", s.StableVersion, s.waitMessage())
 	case s.CanaryVersion == "":
@@ -83,6 +88,11 @@ func phaseAndMessage(s State) (Phase, string) {
 		}
 	}
 	return PhaseProgressing, msg + ackNote(s)
+}
+
+// approvalMessage says which commit waits for `sluice approve`, and why.
+func approvalMessage(s State) string {
+	return fmt.Sprintf("waiting for approval of commit %s: %s", short(s.Pending.Commit), strings.Join(s.Pending.Reasons, "; "))
 }
 
 func ackNote(s State) string {
