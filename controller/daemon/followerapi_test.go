@@ -3,7 +3,11 @@ package daemon
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
+	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,6 +139,55 @@ func TestFollowerReadiness(t *testing.T) {
 			}
 			if err := f.ready(); (err == nil) != tt.ready {
 				t.Errorf("ready() = %v, want ready %v", err, tt.ready)
+			}
+		})
+	}
+}
+
+// TestFollowerHTTP: a follower's HTTP address serves the API handler on
+// its records (reads, its own /metrics, the dashboard), is not Ready until
+// it serves xDS, and answers writes 503; with the state in bbolt it
+// answers health checks only.
+func TestFollowerHTTP(t *testing.T) {
+	view := newFollowerAPI(func() string { return "sluice-0" })
+	view.observe(followerState("cart", 3, 0, 20))
+	tests := []struct {
+		name           string
+		view           *followerAPI
+		serving        bool
+		method, path   string
+		wantCode       int
+		wantBodyPrefix string
+	}{
+		{"not ready before serving xDS", view, false, "GET", "/readyz", 503, "not ready: following: reading"},
+		{"ready once serving", view, true, "GET", "/readyz", 200, "ok"},
+		{"status", view, true, "GET", "/api/v1/rollouts/shop/cart", 200, `{"namespace":"shop","name":"cart"`},
+		{"own metrics", view, true, "GET", "/metrics", 200, "# HELP go_"},
+		{"dashboard", view, true, "GET", "/ui/", 200, ""},
+		{"write refused", view, true, "POST", "/api/v1/rollouts/shop/cart/abort", 503, `{"error":"this replica follows`},
+		{"bbolt: alive", nil, false, "GET", "/healthz", 200, "ok"},
+		{"bbolt: not ready", nil, false, "GET", "/readyz", 503, "not ready: following"},
+		{"bbolt: no API", nil, false, "GET", "/api/v1/rollouts", 404, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.serving {
+				tt.view.serving(func() bool { return true })
+			}
+			f, err := serveFollower(Options{HTTPAddr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)}, tt.view)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.stop()
+			req, _ := http.NewRequest(tt.method, "http://"+f.handoff.lis.Addr().String()+tt.path, nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.wantCode || !strings.HasPrefix(string(body), tt.wantBodyPrefix) {
+				t.Errorf("%s %s = %d %.80q, want %d %q…", tt.method, tt.path, resp.StatusCode, body, tt.wantCode, tt.wantBodyPrefix)
 			}
 		})
 	}
