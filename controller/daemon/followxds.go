@@ -45,8 +45,10 @@ type followerXDS struct {
 // before it serves xDS.
 const followerSyncTimeout = 30 * time.Second
 
-// It publishes every record's state on view too (the follower's read
-// API) and registers the gateway's metrics on reg.
+// startFollowerXDS binds the xDS address and serves the records' traffic
+// once they are read. It shows every record's state on view too (the
+// follower's read API) and registers the gateway's metrics on reg (the
+// follower's /metrics).
 func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, identity string, log *slog.Logger,
 	reg *prometheus.Registry, view *followerAPI) (_ *followerXDS, err error) {
 	log = log.With("role", "follower")
