@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -209,8 +210,32 @@ func ready(r *haReplica) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// leader waits until one live replica holds the Lease and is ready, and
-// checks that every other live replica is not ready.
+// following asks r's /api/v1/info whether the replica that answers
+// follows (its read-only API) rather than leads; ok is false when r does
+// not answer.
+func following(r *haReplica) (follows, ok bool) {
+	resp, err := http.Get("http://" + r.httpAddr + "/api/v1/info")
+	if err != nil {
+		return false, false
+	}
+	defer resp.Body.Close()
+	var info httpapi.Info
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&info) != nil {
+		return false, false
+	}
+	return info.Following, true
+}
+
+// leads says whether r's HTTP address is served by a leader's daemon that
+// is ready: followers are Ready too, and a replica taking over answers as
+// a follower until its daemon serves.
+func leads(r *haReplica) bool {
+	follows, ok := following(r)
+	return ok && !follows && ready(r)
+}
+
+// leader waits until one live replica holds the Lease and serves as the
+// leader, and checks that no other live replica serves as one.
 func (h *haRig) leader(within time.Duration) *haReplica {
 	h.t.Helper()
 	var found *haReplica
@@ -222,7 +247,7 @@ func (h *haRig) leader(within time.Duration) *haReplica {
 				continue
 			default:
 			}
-			if r.identity == id && ready(r) {
+			if r.identity == id && leads(r) {
 				found = r
 				return true, ""
 			}
@@ -235,8 +260,8 @@ func (h *haRig) leader(within time.Duration) *haReplica {
 			continue
 		default:
 		}
-		if r != found && ready(r) {
-			h.t.Errorf("follower %s is ready on /readyz while %s leads", r.identity, found.identity)
+		if follows, ok := following(r); r != found && ok && !follows {
+			h.t.Errorf("%s serves as the leader while %s leads", r.identity, found.identity)
 		}
 	}
 	return found
@@ -407,13 +432,14 @@ func checkContinues(t *testing.T, kill int, before, after httpapi.RolloutStatus)
 	}
 }
 
-// waitHA polls whichever replica leads for the rollout's status.
+// waitHA polls whichever replica leads for the rollout's status (a
+// follower's may lag behind it).
 func waitHA(t *testing.T, h *haRig, key string, within time.Duration, what string, cond func(httpapi.RolloutStatus) bool) httpapi.RolloutStatus {
 	t.Helper()
 	var last httpapi.RolloutStatus
 	kubetest.Eventually(t, within, key+" "+what, func() (bool, string) {
 		for _, r := range h.replicas {
-			if !ready(r) {
+			if !leads(r) {
 				continue
 			}
 			st, err := h.status(r, key)
@@ -423,7 +449,7 @@ func waitHA(t *testing.T, h *haRig, key string, within time.Duration, what strin
 			last = st
 			return cond(st), fmt.Sprintf("%s step %d weights %v: %s", st.Phase, st.StepIndex, st.Weights, st.Message)
 		}
-		return false, "no ready replica"
+		return false, "no replica serves as the leader"
 	})
 	return last
 }

@@ -82,8 +82,10 @@ func New(opts Options) (_ *Daemon, err error) {
 		return nil, fmt.Errorf("xds listener: %w", err)
 	}
 	d.warnPlaintextXDS()
-	if d.httpLis, err = net.Listen("tcp", opts.HTTPAddr); err != nil {
-		return nil, fmt.Errorf("http listener: %w", err)
+	if d.httpLis = opts.httpListener; d.httpLis == nil {
+		if d.httpLis, err = net.Listen("tcp", opts.HTTPAddr); err != nil {
+			return nil, fmt.Errorf("http listener: %w", err)
+		}
 	}
 	if err := d.checkAPIExposure(); err != nil {
 		return nil, err

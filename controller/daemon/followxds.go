@@ -45,7 +45,12 @@ type followerXDS struct {
 // before it serves xDS.
 const followerSyncTimeout = 30 * time.Second
 
-func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, identity string, log *slog.Logger) (_ *followerXDS, err error) {
+// startFollowerXDS binds the xDS address and serves the records' traffic
+// once they are read. It shows every record's state on view too (the
+// follower's read API) and registers the gateway's metrics on reg (the
+// follower's /metrics).
+func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, identity string, log *slog.Logger,
+	reg *prometheus.Registry, view *followerAPI) (_ *followerXDS, err error) {
 	log = log.With("role", "follower")
 	// Bind the xDS address before reading the cluster, which takes a
 	// while: a client that dials a follower still syncing waits in the
@@ -65,7 +70,7 @@ func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, identity
 			_ = lis.Close()
 		}
 	}()
-	gw, err := gateway.New(gateway.Options{Logger: log, Registry: prometheus.NewRegistry(), EnvoyPort: o.EnvoyPort, TLS: o.XDSTLS,
+	gw, err := gateway.New(gateway.Options{Logger: log, Registry: reg, EnvoyPort: o.EnvoyPort, TLS: o.XDSTLS,
 		Limits: o.XDSLimits, AllowedNodes: o.XDSAllowedNodes})
 	if err != nil {
 		return nil, fmt.Errorf("follower gateway: %w", err)
@@ -88,6 +93,7 @@ func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, identity
 	if err != nil {
 		return nil, fmt.Errorf("follower acks: %w", err)
 	}
+	view.useClusters(workloads)
 	ctx, cancel := context.WithCancel(ctx)
 	reporter := &ackReporter{gw: gw, out: acks, log: log, ctx: ctx, waiting: map[string]context.CancelFunc{}}
 	traffic = newClusterTraffic(reporter, workloads, log)
@@ -113,15 +119,17 @@ func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, identity
 			log.Warn("follower: undecodable record", "rollout", u.GetNamespace()+"/"+u.GetName(), "err", err)
 			return
 		}
+		view.observe(st)
 		if t := st.Traffic(); t.Host != "" {
 			if err := traffic.publishServed(t); err != nil {
 				log.Warn("follower: publish traffic", "rollout", st.Key.String(), "err", err)
 			}
 		}
 	}
-	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	records, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    publish,
 		UpdateFunc: func(_, obj any) { publish(obj) },
+		DeleteFunc: func(obj any) { view.forget(deletedKey(obj)) },
 	})
 	if err != nil {
 		cancel()
@@ -134,11 +142,12 @@ func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, identity
 	// still campaigns for the lease; it serves what it has and says so.
 	factory.Start(ctx.Done())
 	syncCtx, synced := context.WithTimeout(ctx, followerSyncTimeout)
-	if !cache.WaitForCacheSync(syncCtx.Done(), reg.HasSynced) {
+	if !cache.WaitForCacheSync(syncCtx.Done(), records.HasSynced) {
 		log.Warn("follower: serving xDS before the rollout records were read", "resource", v1alpha1.Resource, "waited", followerSyncTimeout)
 	}
 	synced()
 	f := &followerXDS{cancel: cancel, served: make(chan struct{}), addr: lis.Addr()}
+	view.serving(records.HasSynced)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = acks.Run(ctx) }()
@@ -159,6 +168,20 @@ func recordOf(u *unstructured.Unstructured) ([]byte, error) {
 		return nil, err
 	}
 	return obj.Status.Record, nil
+}
+
+// deletedKey is the rollout of a deleted SluiceRollout (the object or
+// the informer's tombstone). The object's namespace and name are the
+// rollout's (kubestore).
+func deletedKey(obj any) api.Key {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return api.Key{}
+	}
+	return api.Key{Namespace: u.GetNamespace(), Name: u.GetName()}
 }
 
 // stop ends serving and waits until the xDS listener is released, so the

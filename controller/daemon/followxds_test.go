@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
 )
 
@@ -35,7 +36,8 @@ func TestFollowerXDSBindsBeforeSync(t *testing.T) {
 	defer cancel()
 	started := make(chan error, 1)
 	go func() {
-		f, err := startFollowerXDS(ctx, Options{XDSAddr: addr}, &rest.Config{Host: apiserver.URL}, "sluice-0", slog.New(slog.DiscardHandler))
+		f, err := startFollowerXDS(ctx, Options{XDSAddr: addr}, &rest.Config{Host: apiserver.URL}, "sluice-0", slog.New(slog.DiscardHandler),
+			prometheus.NewRegistry(), newFollowerAPI(func() string { return "" }))
 		if f != nil {
 			f.stop()
 		}

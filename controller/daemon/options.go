@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/sluice-dev/sluice/api"
@@ -143,6 +144,10 @@ type Options struct {
 	// followerAcks, when set, makes the leader wait for the followers'
 	// xDS clients too; RunElected sets it with the state in the cluster.
 	followerAcks *ackboard.Board
+	// httpListener, when set, is the HTTP listener, already bound, that
+	// the daemon serves instead of binding HTTPAddr: RunElected hands
+	// over the follower's, so the address never refuses a connection.
+	httpListener net.Listener
 }
 
 // mode is where the rollouts run, for the strategy loader.

@@ -116,6 +116,9 @@ func New(opts Options) (*Handler, error) {
 	h.mux.HandleFunc("GET /api/v1/info", h.info)
 	h.mux.Handle("GET "+dashboard.Prefix, dashboard.Handler())
 	h.mux.Handle("GET /{$}", http.RedirectHandler(dashboard.Prefix, http.StatusFound))
+	if f, ok := opts.Backend.(Follower); ok {
+		opts.Hook = refuseHooks(f)
+	}
 	if opts.Hook != nil {
 		h.mux.Handle("/hook/", h.limitHooks(opts.Hook))
 	}
@@ -143,10 +146,19 @@ func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request) {
 type Info struct {
 	// TokenRequired: commands need "Authorization: Bearer <token>".
 	TokenRequired bool `json:"tokenRequired"`
+	// Following: this replica does not lead (--leader-elect); it serves
+	// reads and refuses writes with 503. Leader is the replica that leads,
+	// when known.
+	Following bool   `json:"following,omitempty"`
+	Leader    string `json:"leader,omitempty"`
 }
 
 func (h *Handler) info(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, Info{TokenRequired: h.token.on})
+	info := Info{TokenRequired: h.token.on}
+	if f, ok := h.backend.(Follower); ok {
+		info.Following, info.Leader = true, f.Leader()
+	}
+	writeJSON(w, http.StatusOK, info)
 }
 
 // List is the body of GET /api/v1/rollouts.
@@ -223,6 +235,11 @@ func (h *Handler) command(w http.ResponseWriter, r *http.Request) {
 	}
 	key := pathKey(r)
 	st, err := h.backend.Command(r.Context(), key, cmd)
+	var notLeader *NotLeaderError
+	if errors.As(err, &notLeader) {
+		writeNotLeader(w, notLeader)
+		return
+	}
 	if err != nil {
 		code := http.StatusInternalServerError
 		switch {

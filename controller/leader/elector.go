@@ -60,6 +60,8 @@ type Elector struct {
 	// replica was sent (before, so the fence errs on the safe side).
 	renewedAt time.Time
 	epoch     int32
+	// leader is the Lease holder this replica last saw (Leader).
+	leader string
 }
 
 // Identity is $POD_NAME, else the host name with a random suffix (two
@@ -154,7 +156,12 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) error
 					e.log.Warn("stopped leading", "identity", e.opts.Identity)
 				}
 			},
-			OnNewLeader: func(id string) { e.log.Info("leader", "identity", id) },
+			OnNewLeader: func(id string) {
+				e.mu.Lock()
+				e.leader = id
+				e.mu.Unlock()
+				e.log.Info("leader", "identity", id)
+			},
 		},
 	})
 	if err != nil {
@@ -215,6 +222,14 @@ func (e *Elector) Epoch() int32 {
 
 // Identity names this replica.
 func (e *Elector) Identity() string { return e.opts.Identity }
+
+// Leader is the identity of the Lease holder this replica last observed
+// ("" before it saw one): a follower names it when it refuses a write.
+func (e *Elector) Leader() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.leader
+}
 
 // fencedLock notes each successful write of the Lease by this replica.
 type fencedLock struct {

@@ -73,10 +73,15 @@ func New(opts Options) (*Client, error) {
 
 // Error is a non-2xx answer of the API. errors.Is matches it against
 // httpapi.ErrNotFound (404), httpapi.ErrNotAllowed (409) and
-// httpapi.ErrBadCommand (400).
+// httpapi.ErrBadCommand (400), and a follower's refusal of a write
+// against httpapi.ErrNotLeader (503 naming the leader).
 type Error struct {
 	Code    int
 	Message string
+	// NotLeader: the replica that answered follows (--leader-elect) and
+	// takes no writes; Leader is the one that leads ("" if unknown).
+	NotLeader bool
+	Leader    string
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("server answered %d: %s", e.Code, e.Message) }
@@ -90,6 +95,8 @@ func (e *Error) Is(target error) bool {
 		return target == httpapi.ErrNotAllowed
 	case http.StatusBadRequest:
 		return target == httpapi.ErrBadCommand
+	case http.StatusServiceUnavailable:
+		return e.NotLeader && target == httpapi.ErrNotLeader
 	}
 	return false
 }
@@ -182,15 +189,20 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values) (*
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	var eb struct {
 		Error string `json:"error"`
+		// Leader is present in a follower's refusal (httpapi.NotLeaderError).
+		Leader *string `json:"leader"`
 	}
-	msg := strings.TrimSpace(string(data))
+	apiErr := &Error{Code: resp.StatusCode, Message: strings.TrimSpace(string(data))}
 	if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
-		msg = eb.Error
+		apiErr.Message = eb.Error
+		if eb.Leader != nil && resp.StatusCode == http.StatusServiceUnavailable {
+			apiErr.NotLeader, apiErr.Leader = true, *eb.Leader
+		}
 	}
 	if resp.StatusCode == http.StatusUnauthorized {
-		return nil, fmt.Errorf("%w: %w (set --token-file)", ErrUnauthorized, &Error{Code: resp.StatusCode, Message: msg})
+		return nil, fmt.Errorf("%w: %w (set --token-file)", ErrUnauthorized, apiErr)
 	}
-	return nil, &Error{Code: resp.StatusCode, Message: msg}
+	return nil, apiErr
 }
 
 // Stream reads GET /api/v1/events (limited to one rollout when only is not

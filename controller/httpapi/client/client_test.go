@@ -168,3 +168,37 @@ func TestNewRejectsBadServer(t *testing.T) {
 		})
 	}
 }
+
+// follower is a replica's backend that does not lead: reads as usual,
+// every command refused naming the leader.
+type follower struct{ *apitest.Backend }
+
+func (follower) Command(context.Context, api.Key, rollout.Command) (httpapi.RolloutStatus, error) {
+	return httpapi.RolloutStatus{}, &httpapi.NotLeaderError{Leader: "sluice-1"}
+}
+
+func (follower) Leader() string { return "sluice-1" }
+
+// TestNotLeaderIsPlain: a follower's refusal reaches the caller (the CLI
+// prints it as is) as ErrNotLeader, naming the leader in its message.
+func TestNotLeaderIsPlain(t *testing.T) {
+	h, _ := httpapi.New(httpapi.Options{Backend: follower{apitest.New(status("a", rollout.PhaseHealthy))}})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	c, _ := client.New(client.Options{Server: srv.URL})
+	_, err := c.Command(context.Background(), api.ParseKey("a"), "promote", false)
+	if !errors.Is(err, httpapi.ErrNotLeader) {
+		t.Fatalf("err = %v, want ErrNotLeader", err)
+	}
+	want := "promote default/a: server answered 503: this replica follows and takes no writes: send them to the leader sluice-1"
+	if !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("err = %q, want it to start with %q", err, want)
+	}
+	var apiErr *client.Error
+	if !errors.As(err, &apiErr) || apiErr.Leader != "sluice-1" {
+		t.Errorf("err = %#v, want a *client.Error with Leader sluice-1", err)
+	}
+	if _, err := c.Get(context.Background(), api.ParseKey("a")); err != nil {
+		t.Errorf("a read on a follower: %v", err)
+	}
+}
