@@ -81,10 +81,12 @@ type ackWait struct {
 	pending map[*stream]bool // nil before the first check
 	maxID   uint64
 	full    time.Time // last full scan
+	subs    uint64    // Server.subscriptions at the last full scan
 }
 
-// fullScanEvery is how often a waiting WaitForAck looks at every stream
-// again, to catch a client that subscribed to the host after it started.
+// fullScanEvery is how often, at most, a waiting WaitForAck looks at every
+// stream again, to catch a client that subscribed to the host after it
+// started.
 const fullScanEvery = 100 * time.Millisecond
 
 // ackStatus counts the interested clients that have not ACKed generation v
@@ -128,7 +130,10 @@ func needsOf(snap *snapshot, host string, key api.Key, v uint64) []need {
 // the streams w remembers as pending (and new ones) between full scans.
 func (s *Server) countPending(host string, needs []need, w *ackWait) (int, error) {
 	check := func(st *stream) (bool, error) { return st.ackPending(host, needs) }
-	if w.pending != nil && time.Since(w.full) < fullScanEvery {
+	// A full scan looks at every stream, O(streams) per check: it is
+	// needed only when a stream changed what it subscribes to since the
+	// last one (a stream that subscribed to host since is then found).
+	if w.pending != nil && (time.Since(w.full) < fullScanEvery || s.subscriptions.Load() == w.subs) {
 		// Re-check: only streams still pending, and new ones.
 		s.mu.RLock()
 		newMax := s.nextID.Load()
@@ -161,7 +166,7 @@ func (s *Server) countPending(host string, needs []need, w *ackWait) (int, error
 		}
 		return len(w.pending), nil
 	}
-	w.pending, w.full = map[*stream]bool{}, time.Now()
+	w.pending, w.full, w.subs = map[*stream]bool{}, time.Now(), s.subscriptions.Load()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	w.maxID = s.nextID.Load()

@@ -156,6 +156,7 @@ func (s *Server) deltaRequest(st *stream, t typeIdx, req *discoveryv3.DeltaDisco
 	}
 	if !d.subscribed || len(req.GetResourceNamesSubscribe()) > 0 || len(req.GetResourceNamesUnsubscribe()) > 0 {
 		d.caughtUp = false
+		s.subscriptions.Add(1)
 	}
 	if !d.subscribed {
 		d.subscribed = true

@@ -98,6 +98,10 @@ type Server struct {
 	keyMu   sync.Mutex
 	keyRefs [numTypes]map[string]int
 
+	// subscriptions counts subscription changes of all streams, so a
+	// WaitForAck can tell that no stream may have become interested in its
+	// host since it last looked at every stream.
+	subscriptions atomic.Uint64
 	// waiters are the WaitForAck calls in progress, indexed by the
 	// resources they wait on.
 	waiters waiterIndex

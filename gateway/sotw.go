@@ -265,6 +265,7 @@ func (s *Server) sotwRequest(st *stream, t typeIdx, req *discoveryv3.DiscoveryRe
 		return nil, err
 	}
 	if !w.subscribed || key != w.key {
+		s.subscriptions.Add(1)
 		s.retainKey(t, key)
 		if w.subscribed {
 			s.releaseKey(t, w.key)

@@ -27,6 +27,7 @@ type waiterIndex struct {
 	mu     sync.Mutex
 	all    map[*ackWaiter]struct{}
 	byName map[string]map[*ackWaiter]struct{}
+	woken  atomic.Uint64 // wake-ups given, for BenchmarkAckFanout
 }
 
 // waiterNames are the names under which a WaitForAck on host (served by
@@ -100,6 +101,7 @@ func (x *waiterIndex) wakeNames(names iter.Seq[string]) {
 	for n := range names {
 		for w := range x.byName[n] {
 			w.poke()
+			x.woken.Add(1)
 		}
 	}
 }
@@ -112,6 +114,7 @@ func (x *waiterIndex) wakeAll() {
 	for w := range x.all {
 		w.poke()
 	}
+	x.woken.Add(uint64(len(x.all)))
 }
 
 // poke leaves a wake-up without blocking.
