@@ -128,6 +128,17 @@ func New(opts Options) (*Engine, error) {
 	return e, nil
 }
 
+// Forget deletes the metric series of a rollout (every metric and phase
+// of sluice_analysis_metric_value and sluice_analysis_runs_total), so a
+// fleet that churns through rollouts does not keep a series for every
+// rollout it ever analysed. Call it once the rollout's runs have stopped:
+// a run still measuring would bring its series back.
+func (e *Engine) Forget(key api.Key) {
+	labels := prometheus.Labels{"namespace": key.Namespace, "name": key.Name}
+	e.metrics.value.DeletePartialMatch(labels)
+	e.metrics.runs.DeletePartialMatch(labels)
+}
+
 // RunSpec describes one analysis run: an analysis step or a rollout's
 // background analysis.
 type RunSpec struct {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/sluice-dev/sluice/api"
 )
 
 // need is one resource a client interested in a host must have ACKed at
@@ -31,14 +33,24 @@ func (s *Server) WaitForAck(ctx context.Context, host, version string) error {
 	if err != nil {
 		return err
 	}
-	ch, remove := s.addWaiter()
-	defer remove()
+	// Registered before the first check, so no ACK in between is missed.
+	// An unserved host registers under a zero key; the check fails it.
+	key, _ := s.snap.Load().hostKey(host)
+	waiter := s.waiters.add(waiterNames(host, key))
+	defer s.waiters.remove(waiter)
 	var w ackWait
 	for {
 		start := time.Now()
-		pending, err := s.ackStatus(host, v, &w)
+		pending, cur, err := s.ackStatus(host, v, &w)
 		if err != nil || pending == 0 {
 			return err
+		}
+		if cur != key {
+			// Another rollout serves the host now: its clusters have other
+			// names. Register under them and check again at once.
+			key = cur
+			s.waiters.rename(waiter, waiterNames(host, key))
+			continue
 		}
 		// Thousands of ACKs arrive within milliseconds of each other:
 		// re-check at most every recheckEvery, and never spend more than
@@ -52,7 +64,7 @@ func (s *Server) WaitForAck(ctx context.Context, host, version string) error {
 			}
 		}
 		select {
-		case <-ch:
+		case <-waiter.wake:
 		case <-ctx.Done():
 			return fmt.Errorf("wait for ack of %s %s: %d client(s) pending: %w", host, version, pending, ctx.Err())
 		}
@@ -69,23 +81,33 @@ type ackWait struct {
 	pending map[*stream]bool // nil before the first check
 	maxID   uint64
 	full    time.Time // last full scan
+	subs    uint64    // Server.subscriptions at the last full scan
 }
 
-// fullScanEvery is how often a waiting WaitForAck looks at every stream
-// again, to catch a client that subscribed to the host after it started.
+// fullScanEvery is how often, at most, a waiting WaitForAck looks at every
+// stream again, to catch a client that subscribed to the host after it
+// started.
 const fullScanEvery = 100 * time.Millisecond
 
 // ackStatus counts the interested clients that have not ACKed generation v
-// of host yet; it fails on the first NACK.
-func (s *Server) ackStatus(host string, v uint64, w *ackWait) (int, error) {
+// of host yet, and returns the rollout that serves host; it fails on the
+// first NACK.
+func (s *Server) ackStatus(host string, v uint64, w *ackWait) (int, api.Key, error) {
 	snap := s.snap.Load()
 	key, ok := snap.hostKey(host)
 	if !ok {
-		return 0, fmt.Errorf("wait for ack: host %q is not served", host)
+		return 0, key, fmt.Errorf("wait for ack: host %q is not served", host)
 	}
 	if v > snap.gen {
-		return 0, fmt.Errorf("wait for ack: version %d of %s was never published", v, host)
+		return 0, key, fmt.Errorf("wait for ack: version %d of %s was never published", v, host)
 	}
+	n, err := s.countPending(host, needsOf(snap, host, key, v), w)
+	return n, key, err
+}
+
+// needsOf lists what a client interested in host must have ACKed for
+// generation v of it.
+func needsOf(snap *snapshot, host string, key api.Key, v uint64) []need {
 	var needs []need
 	add := func(t typeIdx, name string) {
 		if r := snap.types[t].get(name); r != nil {
@@ -101,8 +123,17 @@ func (s *Server) ackStatus(host string, v uint64, w *ackWait) (int, error) {
 		add(cds, ClusterName(key, side))
 		add(eds, ClusterName(key, side))
 	}
+	return needs
+}
+
+// countPending counts the streams that lack one of needs, re-checking only
+// the streams w remembers as pending (and new ones) between full scans.
+func (s *Server) countPending(host string, needs []need, w *ackWait) (int, error) {
 	check := func(st *stream) (bool, error) { return st.ackPending(host, needs) }
-	if w.pending != nil && time.Since(w.full) < fullScanEvery {
+	// A full scan looks at every stream, O(streams) per check: it is
+	// needed only when a stream changed what it subscribes to since the
+	// last one (a stream that subscribed to host since is then found).
+	if w.pending != nil && (time.Since(w.full) < fullScanEvery || s.subscriptions.Load() == w.subs) {
 		// Re-check: only streams still pending, and new ones.
 		s.mu.RLock()
 		newMax := s.nextID.Load()
@@ -135,7 +166,7 @@ func (s *Server) ackStatus(host string, v uint64, w *ackWait) (int, error) {
 		}
 		return len(w.pending), nil
 	}
-	w.pending, w.full = map[*stream]bool{}, time.Now()
+	w.pending, w.full, w.subs = map[*stream]bool{}, time.Now(), s.subscriptions.Load()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	w.maxID = s.nextID.Load()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -148,11 +149,14 @@ func (s *Server) deltaRequest(st *stream, t typeIdx, req *discoveryv3.DeltaDisco
 					d.nack = nil
 				}
 			}
-			defer s.broadcast()
+			// Only waiters on what this response carried can complete.
+			s.waiters.wakeNames(namesOf(sent.res))
+			s.waiters.wakeNames(slices.Values(sent.removed))
 		}
 	}
 	if !d.subscribed || len(req.GetResourceNamesSubscribe()) > 0 || len(req.GetResourceNamesUnsubscribe()) > 0 {
 		d.caughtUp = false
+		s.subscriptions.Add(1)
 	}
 	if !d.subscribed {
 		d.subscribed = true
@@ -175,9 +179,12 @@ func (s *Server) deltaRequest(st *stream, t typeIdx, req *discoveryv3.DeltaDisco
 			size += int64(len(n))
 		}
 	}
+	// A client that stops subscribing stops being waited for.
+	s.waiters.wakeNames(slices.Values(req.GetResourceNamesUnsubscribe()))
 	for _, n := range req.GetResourceNamesUnsubscribe() {
 		if n == "*" {
 			d.wildcard = false
+			s.waiters.wakeAll()
 			continue
 		}
 		if d.names[n] {

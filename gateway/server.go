@@ -98,12 +98,13 @@ type Server struct {
 	keyMu   sync.Mutex
 	keyRefs [numTypes]map[string]int
 
-	// waiters holds one wake-up channel (capacity 1) per WaitForAck call.
-	// A set, not a copy-on-write slice: a load waits on thousands of hosts
-	// at once, and copying the slice on every add and remove made
-	// gigabytes of garbage (e2e/scale at 10,000 rollouts).
-	waitMu  sync.Mutex
-	waiters map[chan struct{}]struct{}
+	// subscriptions counts subscription changes of all streams, so a
+	// WaitForAck can tell that no stream may have become interested in its
+	// host since it last looked at every stream.
+	subscriptions atomic.Uint64
+	// waiters are the WaitForAck calls in progress, indexed by the
+	// resources they wait on.
+	waiters waiterIndex
 
 	done     chan struct{}
 	doneOnce sync.Once
@@ -339,34 +340,4 @@ func (s *Server) followPush(host, version string) {
 			s.m.push.Observe(time.Since(start).Seconds())
 		}
 	}()
-}
-
-// broadcast wakes WaitForAck callers after an ACK, NACK or stream change.
-// A waiter that is busy keeps one pending wake-up, which is enough: it
-// re-checks everything when it looks again.
-func (s *Server) broadcast() {
-	s.waitMu.Lock()
-	defer s.waitMu.Unlock()
-	for c := range s.waiters {
-		select {
-		case c <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// addWaiter registers a wake-up channel; the returned func removes it.
-func (s *Server) addWaiter() (<-chan struct{}, func()) {
-	c := make(chan struct{}, 1)
-	s.waitMu.Lock()
-	defer s.waitMu.Unlock()
-	if s.waiters == nil {
-		s.waiters = map[chan struct{}]struct{}{}
-	}
-	s.waiters[c] = struct{}{}
-	return c, func() {
-		s.waitMu.Lock()
-		defer s.waitMu.Unlock()
-		delete(s.waiters, c)
-	}
 }

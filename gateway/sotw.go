@@ -246,7 +246,6 @@ func (s *Server) sotwRequest(st *stream, t typeIdx, req *discoveryv3.DiscoveryRe
 		if stale {
 			return nil, nil
 		}
-		defer s.broadcast()
 	}
 	wildcard := t.wildcardable() && ((len(names) == 0 && (!w.subscribed || w.wildcard)) || slices.Contains(names, "*"))
 	key, sorted := "*", []string(nil)
@@ -266,9 +265,11 @@ func (s *Server) sotwRequest(st *stream, t typeIdx, req *discoveryv3.DiscoveryRe
 		return nil, err
 	}
 	if !w.subscribed || key != w.key {
+		s.subscriptions.Add(1)
 		s.retainKey(t, key)
 		if w.subscribed {
 			s.releaseKey(t, w.key)
+			s.wakeUnsubscribed(w)
 		}
 	}
 	w.subscribed, w.wildcard, w.names, w.key = true, wildcard, sorted, key
@@ -299,10 +300,28 @@ func (s *Server) sotwAckLocked(st *stream, t typeIdx, req *discoveryv3.Discovery
 		}
 		w.nacked = blamed
 		w.nack = s.recordNack(st, t, w.lastSent.msg.GetVersionInfo(), blamed, d.GetMessage(), nonce)
+		s.waiters.wakeNames(namesOf(blamed))
 		return w.nack, false
 	}
+	// The response repeats every resource of the type: only waiters on
+	// what changed since the last ACK can complete.
+	var prev []*resource
+	if w.acked != nil {
+		prev = w.acked.res
+	}
+	s.waiters.wakeNames(changedNames(prev, w.lastSent.res))
 	w.acked, w.nacked, w.nack = w.lastSent, nil, nil
 	return nil, false
+}
+
+// wakeUnsubscribed wakes the waiters that may have waited for this stream
+// under its old subscription, which it is replacing. Callers hold st.mu.
+func (s *Server) wakeUnsubscribed(w *sotwType) {
+	if w.wildcard {
+		s.waiters.wakeAll()
+		return
+	}
+	s.waiters.wakeNames(slices.Values(w.names))
 }
 
 // sotwAckInline records a plain ACK or NACK (a reply with an unchanged
@@ -334,7 +353,6 @@ func (s *Server) sotwAckInline(st *stream, req *discoveryv3.DiscoveryRequest) bo
 	if stale {
 		return true
 	}
-	s.broadcast()
 	if nack != nil && s.opts.OnNack != nil {
 		s.opts.OnNack(*nack)
 	}

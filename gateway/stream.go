@@ -76,7 +76,7 @@ func (s *Server) dropStream(st *stream) {
 		}
 	}
 	s.log.Debug("xds stream closed", "stream", st.id, "node", st.nodeID())
-	s.broadcast()
+	s.waiters.wakeAll() // waiters that waited for this stream can complete
 }
 
 // identify checks the node of a stream's first request. Callers hold

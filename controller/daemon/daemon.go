@@ -41,6 +41,7 @@ type Daemon struct {
 	alerts     *alertTap          // the runner's alerter: the outbox and the event stream
 	writeback  *writeback.Records // what was written back to git; nil unless --git-writeback
 	runner     *runner.Runner
+	analysis   *analysis.Engine
 	watcher    *gitwatch.Watcher
 	templates  *templates
 	meter      *trafficMeter
@@ -149,6 +150,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 	if err != nil {
 		return fmt.Errorf("analysis: %w", err)
 	}
+	d.analysis = engine
 	broker := httpapi.NewBroker(httpapi.BrokerOptions{})
 	d.alerts = &alertTap{outbox: d.dispatcher, broker: broker}
 	d.meter = newTrafficMeter(d.gateway, reg)

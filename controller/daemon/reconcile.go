@@ -86,12 +86,22 @@ func (d *Daemon) doAll(ctx context.Context, commit string, events []runner.Keyed
 		endChange(spans[i], err)
 		if err == nil {
 			d.releaseRoutes(ctx, events[i].Key, routing[i])
+			d.forgetRemoved(events[i])
 		}
 	})
 	if err != nil {
 		return fmt.Errorf("apply commit %s: %w", short(commit), err)
 	}
 	return nil
+}
+
+// forgetRemoved deletes the analysis series of a rollout that left git.
+// The runner has stopped its runs by now (the removal stops them before
+// it is reported processed), so no measurement brings the series back.
+func (d *Daemon) forgetRemoved(ke runner.KeyedEvent) {
+	if c, ok := ke.Event.(rollout.Change); ok && c.Class == rollout.ClassRemoved {
+		d.analysis.Forget(ke.Key)
+	}
 }
 
 // eventFor maps a diff to the state machine's event; a rollout that is

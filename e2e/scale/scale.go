@@ -73,7 +73,11 @@ type Result struct {
 	ClientP50, ClientP99, ClientMax float64
 	ClientsMeasured                 int
 	AckTimeouts                     int
-	StatusPolled                    int // status times the event stream missed (filled by polling: upper bounds)
+	// The daemon's CPU (utime+stime) from the webhook until every changed
+	// rollout's status showed step 1, in seconds and as a percentage of
+	// one core over that time.
+	CommitCPUSeconds, CommitCPUPercent float64
+	StatusPolled                       int // status times the event stream missed (filled by polling: upper bounds)
 
 	// Runner throughput with Changed canaries in analysis at once: from
 	// the first to reach step 1 until the last passed its analysis.
@@ -423,6 +427,10 @@ func measureCommit(ctx context.Context, d *daemon, c *client.Client, repo *gitRe
 	}
 	timeouts := d.ackTimeouts()
 	measured0 := stats.count.Load()
+	cpu0, err := cpuTicks(d.pid)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	if err := d.postHook(); err != nil {
 		return err
@@ -432,6 +440,12 @@ func measureCommit(ctx context.Context, d *daemon, c *client.Client, repo *gitRe
 	if err := p.wait(waitCtx, c, 1); err != nil {
 		return err
 	}
+	cpu1, err := cpuTicks(d.pid)
+	if err != nil {
+		return err
+	}
+	res.CommitCPUSeconds = float64(cpu1-cpu0) / clockTicks
+	res.CommitCPUPercent = 100 * res.CommitCPUSeconds / time.Since(start).Seconds()
 	if err := p.wait(waitCtx, c, 2); err != nil {
 		return err
 	}
