@@ -64,13 +64,17 @@ func RunElected(ctx context.Context, opts Options) error {
 		"http", follower.lis.Addr().String(), "xds", xdsAddr)
 	var leadErr error
 	err = elector.Run(ctx, func(ctx context.Context) {
-		// The daemon binds the same addresses. xDS clients of this
-		// replica reconnect, keeping their routes meanwhile.
+		// The daemon binds the same HTTP address and serves the
+		// follower's xDS socket, handed over open: xDS clients of this
+		// replica reconnect, keeping their routes meanwhile, and wait in
+		// the socket's backlog until the daemon serves.
 		follower.stop()
-		if xds != nil {
-			xds.stop()
-		}
 		o := opts
+		if xds != nil {
+			if o.xdsListener, leadErr = xds.handover(); leadErr != nil {
+				return
+			}
+		}
 		o.fence = elector
 		if opts.StateStore == StateStoreKubernetes {
 			o.followerAcks = leaderBoard(ctx, client, opts, elector.Identity())

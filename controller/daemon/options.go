@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/sluice-dev/sluice/api"
@@ -143,6 +144,11 @@ type Options struct {
 	// followerAcks, when set, makes the leader wait for the followers'
 	// xDS clients too; RunElected sets it with the state in the cluster.
 	followerAcks *ackboard.Board
+	// xdsListener, when set, is the bound xDS socket the daemon serves
+	// instead of binding XDSAddr: RunElected hands over the follower's,
+	// so that clients dialing during the change are not refused. The
+	// daemon closes it.
+	xdsListener net.Listener
 }
 
 // mode is where the rollouts run, for the strategy loader.
