@@ -6,11 +6,10 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // maxInflight bounds the delta responses remembered for ACK matching; a
@@ -66,10 +65,19 @@ func (s *Server) DeltaAggregatedResources(gs grpc.BidiStreamingServer[discoveryv
 		}
 	}()
 	pub := s.publishedChan()
+	done, grace := s.done, (<-chan time.Time)(nil)
 	for {
+		if done == nil && st.answered.Load() {
+			return errStopping // the server stops, and this stream got its answer
+		}
 		select {
-		case <-s.done:
-			return status.Error(codes.Unavailable, "xds server stopping")
+		case <-done:
+			if st.answered.Load() {
+				return errStopping
+			}
+			done, grace = nil, time.After(stopGrace) // see stopGrace
+		case <-grace:
+			return errStopping
 		case <-ctx.Done():
 			return ctx.Err()
 		case err := <-errc:
@@ -236,6 +244,7 @@ func (s *Server) deltaSend(gs grpc.ServerStream, st *stream, t typeIdx) error {
 	if err := gs.SendMsg(resp); err != nil {
 		return fmt.Errorf("send delta %s: %w", ts.url, err)
 	}
+	st.answered.Store(true)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for _, r := range out.res {

@@ -14,8 +14,6 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/sluice-dev/sluice/api"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // sotwType is a state-of-the-world stream's state for one resource type.
@@ -185,10 +183,19 @@ func (s *Server) StreamAggregatedResources(gs grpc.BidiStreamingServer[discovery
 		}
 	}()
 	pub := s.publishedChan()
+	done, grace := s.done, (<-chan time.Time)(nil)
 	for {
+		if done == nil && st.answered.Load() {
+			return errStopping // the server stops, and this stream got its answer
+		}
 		select {
-		case <-s.done:
-			return status.Error(codes.Unavailable, "xds server stopping")
+		case <-done:
+			if st.answered.Load() {
+				return errStopping
+			}
+			done, grace = nil, time.After(stopGrace) // see stopGrace
+		case <-grace:
+			return errStopping
 		case <-ctx.Done():
 			return ctx.Err()
 		case err := <-errc:
@@ -411,6 +418,7 @@ func (s *Server) sotwSend(gs grpc.ServerStream, st *stream, t typeIdx) error {
 	if err != nil {
 		return fmt.Errorf("send %s: %w", ts.url, err)
 	}
+	st.answered.Store(true)
 	st.mu.Lock()
 	w.lastSent = r
 	st.mu.Unlock()

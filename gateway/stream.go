@@ -3,9 +3,12 @@ package gateway
 import (
 	"context"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // stream is the server side of one ADS stream. Its handler goroutine owns
@@ -27,7 +30,24 @@ type stream struct {
 	nameBytes [numTypes]int64
 	sotw      [numTypes]sotwType
 	dlt       [numTypes]deltaType
+
+	// answered is set once a response was sent (see stopping).
+	answered atomic.Bool
 }
+
+// stopGrace bounds how long a stream that has not been answered yet stays
+// open after the server began to stop. A gRPC xDS client whose stream ends
+// before any response takes it as a connectivity error and fails its
+// calls waiting for routes (gRFC A57; grpc-go's xdsclient reports it to
+// every watcher); one that got a response only reconnects, and finds the
+// next server (a follower hands its socket to the leader's daemon,
+// controller/daemon). So on stop, a stream that was answered ends at once
+// and one that was not (opened on a connection accepted just before the
+// stop) ends after its first answer, within stopGrace.
+const stopGrace = time.Second
+
+// errStopping ends a stream because the server stops.
+var errStopping = status.Error(codes.Unavailable, "xds server stopping")
 
 // addStream registers a new stream, or refuses it when Limits.Streams are
 // open already.

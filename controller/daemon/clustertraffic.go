@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/runner"
@@ -28,10 +29,11 @@ type clusterTraffic struct {
 
 	mu   sync.Mutex
 	last map[api.Key]api.Traffic // the latest traffic the runner asked for
+	held map[api.Key]time.Time   // since when publishServed holds a rollout's traffic
 }
 
 func newClusterTraffic(next runner.Traffic, eps endpointSource, log *slog.Logger) *clusterTraffic {
-	return &clusterTraffic{next: next, eps: eps, log: log, last: map[api.Key]api.Traffic{}}
+	return &clusterTraffic{next: next, eps: eps, log: log, last: map[api.Key]api.Traffic{}, held: map[api.Key]time.Time{}}
 }
 
 // SetTraffic publishes t with the cluster's endpoints of its workloads.
@@ -81,11 +83,24 @@ func (c *clusterTraffic) endpointsChanged(key api.Key) {
 func (c *clusterTraffic) republish(t api.Traffic) error {
 	resolved := c.eps.ResolveTraffic(t)
 	if side := unservedSide(resolved); side != "" {
-		c.log.Debug("traffic held until its endpoints are Ready", "rollout", t.Rollout.String(), "side", side)
+		// Logged at Info once per hold: a held weight delays this
+		// replica's clients, and the leader's step that waits for their
+		// ACK, behind the leader's (issue 13's propagation delay).
+		if _, ok := c.held[t.Rollout]; !ok {
+			c.held[t.Rollout] = time.Now()
+			c.log.Info("traffic held until its endpoints are Ready", "rollout", t.Rollout.String(), "side", side,
+				"canary", t.Weights.Canary, "baseline", t.Weights.Baseline)
+		}
 		return nil
 	}
-	_, err := c.next.SetTraffic(resolved)
-	return err
+	if _, err := c.next.SetTraffic(resolved); err != nil {
+		return err
+	}
+	if since, ok := c.held[t.Rollout]; ok {
+		delete(c.held, t.Rollout)
+		c.log.Info("held traffic published", "rollout", t.Rollout.String(), "held", time.Since(since).Round(time.Millisecond).String())
+	}
+	return nil
 }
 
 // unservedSide names a side with a weight but no endpoint ("" when none).

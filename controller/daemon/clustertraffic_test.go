@@ -1,9 +1,11 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sluice-dev/sluice/api"
@@ -63,7 +65,8 @@ func TestClusterTrafficRepublishes(t *testing.T) {
 func TestFollowerHoldsTrafficUntilEndpoints(t *testing.T) {
 	eps := endpointsByHash{"h1": {"10.244.0.1:8080"}}
 	gw := &publishLog{}
-	c := newClusterTraffic(gw, eps, slog.New(slog.DiscardHandler))
+	var logs bytes.Buffer
+	c := newClusterTraffic(gw, eps, slog.New(slog.NewTextHandler(&logs, nil)))
 	key := api.Key{Namespace: "shop", Name: "checkout"}
 	stable := api.Traffic{Rollout: key, Host: "checkout.shop", StableWorkload: "h1", CanaryWorkload: "h1", Weights: api.CanaryWeights(0)}
 	if err := c.publishServed(stable); err != nil {
@@ -81,5 +84,12 @@ func TestFollowerHoldsTrafficUntilEndpoints(t *testing.T) {
 	c.endpointsChanged(key)
 	if len(gw.got) != 2 || gw.got[1].Weights != canary.Weights || !slices.Equal(gw.got[1].CanaryEndpoints, eps["h2"]) {
 		t.Fatalf("after the canary's endpoints arrived: published %+v", gw.got)
+	}
+	// A hold delays this replica's clients behind the leader's: it is
+	// logged at Info, once when it begins and once when it ends.
+	for _, msg := range []string{`level=INFO msg="traffic held until its endpoints are Ready"`, `level=INFO msg="held traffic published"`} {
+		if n := strings.Count(logs.String(), msg); n != 1 {
+			t.Errorf("%d log lines %s, want 1; logs:\n%s", n, msg, logs.String())
+		}
 	}
 }

@@ -62,7 +62,7 @@ func New(opts Options) (_ *Daemon, err error) {
 		return nil, err
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, templates: newTemplates(),
-		tracer: opts.Tracing.TracerProvider().Tracer(tracerName)}
+		tracer: opts.Tracing.TracerProvider().Tracer(tracerName), xdsLis: opts.xdsListener}
 	defer func() {
 		if err != nil {
 			d.close() // what was opened before the failure
@@ -79,8 +79,10 @@ func New(opts Options) (_ *Daemon, err error) {
 	if err := d.build(reg); err != nil {
 		return nil, err
 	}
-	if d.xdsLis, err = net.Listen("tcp", opts.XDSAddr); err != nil {
-		return nil, fmt.Errorf("xds listener: %w", err)
+	if d.xdsLis == nil {
+		if d.xdsLis, err = net.Listen("tcp", opts.XDSAddr); err != nil {
+			return nil, fmt.Errorf("xds listener: %w", err)
+		}
 	}
 	d.warnPlaintextXDS()
 	if d.httpLis = opts.httpListener; d.httpLis == nil {

@@ -73,14 +73,17 @@ func RunElected(ctx context.Context, opts Options) error {
 		"http", follower.handoff.lis.Addr().String(), "xds", xdsAddr)
 	var leadErr error
 	err = elector.Run(ctx, func(ctx context.Context) {
-		// The daemon binds the same xDS address. xDS clients of this
-		// replica reconnect, keeping their routes meanwhile. The HTTP
-		// listener is handed over: the follower serves it until the
-		// daemon's server accepts.
-		if xds != nil {
-			xds.stop()
-		}
+		// The daemon serves the follower's xDS socket, handed over open:
+		// xDS clients of this replica reconnect, keeping their routes
+		// meanwhile, and wait in the socket's backlog until the daemon
+		// serves. The HTTP listener is handed over too: the follower
+		// serves it until the daemon's server accepts.
 		o := opts
+		if xds != nil {
+			if o.xdsListener, leadErr = xds.handover(); leadErr != nil {
+				return
+			}
+		}
 		o.fence = elector
 		o.httpListener = follower.handoff.leader()
 		if opts.StateStore == StateStoreKubernetes {

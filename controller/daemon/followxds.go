@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -39,6 +40,11 @@ type followerXDS struct {
 	cancel context.CancelFunc
 	served chan struct{}
 	addr   net.Addr
+	lis    *handoverListener
+
+	once     sync.Once
+	released net.Listener // the socket, once handed over
+	err      error
 }
 
 // followerSyncTimeout bounds a follower's wait for the rollout records
@@ -61,15 +67,21 @@ func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, identity
 	// fails every queued call with `unknown cluster selected for RPC: ""`
 	// (grpc-go 1.85 internal/xds/resolver, balancer/clustermanager). That
 	// was issue 13's "follower clients fail around a promotion".
-	lis, err := net.Listen("tcp", o.XDSAddr)
+	bound, err := net.Listen("tcp", o.XDSAddr)
 	if err != nil {
 		return nil, fmt.Errorf("xds listener: %w", err)
 	}
 	defer func() {
 		if err != nil {
-			_ = lis.Close()
+			_ = bound.Close()
 		}
 	}()
+	// Served through a handoverListener, so that stopping to lead keeps
+	// the socket for the daemon (handover).
+	lis, err := newHandoverListener(bound)
+	if err != nil {
+		return nil, err
+	}
 	gw, err := gateway.New(gateway.Options{Logger: log, Registry: reg, EnvoyPort: o.EnvoyPort, TLS: o.XDSTLS,
 		Limits: o.XDSLimits, AllowedNodes: o.XDSAllowedNodes})
 	if err != nil {
@@ -146,7 +158,7 @@ func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, identity
 		log.Warn("follower: serving xDS before the rollout records were read", "resource", v1alpha1.Resource, "waited", followerSyncTimeout)
 	}
 	synced()
-	f := &followerXDS{cancel: cancel, served: make(chan struct{}), addr: lis.Addr()}
+	f := &followerXDS{cancel: cancel, served: make(chan struct{}), addr: lis.Addr(), lis: lis}
 	view.serving(records.HasSynced)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -184,9 +196,38 @@ func deletedKey(obj any) api.Key {
 	return api.Key{Namespace: u.GetNamespace(), Name: u.GetName()}
 }
 
-// stop ends serving and waits until the xDS listener is released, so the
-// leader's daemon can bind the same address; calling it again is harmless.
+// stop ends serving and closes the xDS socket, unless it was handed over;
+// calling it again is harmless.
 func (f *followerXDS) stop() {
+	f.once.Do(func() {
+		f.stopServing()
+		if err := f.lis.closeSocket(); err != nil && !errors.Is(err, net.ErrClosed) {
+			f.err = err
+		}
+	})
+}
+
+// handover ends serving and returns the still-open xDS socket for the
+// leader's daemon: a client that dials this replica meanwhile waits in
+// the socket's backlog instead of being refused. Only the first of
+// handover and stop has an effect; handover after stop is an error.
+func (f *followerXDS) handover() (net.Listener, error) {
+	handed := false
+	f.once.Do(func() {
+		handed = true
+		f.stopServing()
+		f.released, f.err = f.lis.release()
+	})
+	if !handed && f.released == nil {
+		return nil, errors.New("follower xds: stopped, not handed over")
+	}
+	return f.released, f.err
+}
+
+// stopServing ends the follower's gateway and waits until it no longer
+// accepts: from then on the socket is nobody's until it is handed over or
+// closed.
+func (f *followerXDS) stopServing() {
 	f.cancel()
 	<-f.served
 }

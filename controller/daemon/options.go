@@ -148,6 +148,11 @@ type Options struct {
 	// the daemon serves instead of binding HTTPAddr: RunElected hands
 	// over the follower's, so the address never refuses a connection.
 	httpListener net.Listener
+	// xdsListener, when set, is the bound xDS socket the daemon serves
+	// instead of binding XDSAddr: RunElected hands over the follower's,
+	// so that clients dialing during the change are not refused. The
+	// daemon closes it.
+	xdsListener net.Listener
 }
 
 // mode is where the rollouts run, for the strategy loader.
