@@ -48,6 +48,7 @@ func (m *Manager) buildInformers(namespaces []string) error {
 	m.factories = []informers.SharedInformerFactory{cluster}
 	nodes := cluster.Core().V1().Nodes()
 	m.nodes = nodes.Lister()
+	m.nodeStore = nodes.Informer().GetStore()
 	if err := m.addHandler(nodes.Informer(), cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(old, obj any) { m.enqueueZoneChange(old, obj) },
 	}); err != nil {
