@@ -166,8 +166,8 @@ const DefaultMaxInFlight = 32
 // call runs one SluiceRollout call once a slot is free, with Timeout
 // counted from then. fn must not call the Store (it holds a slot).
 func (s *Store) call(fn func(ctx context.Context) error) error {
-s.slots <- struct{}{}
-defer func() { <-s.slots }()
+	s.slots <- struct{}{}
+	defer func() { <-s.slots }()
 	ctx, cancel := s.callCtx()
 	defer cancel()
 	return fn(ctx)
