@@ -19,7 +19,8 @@ import (
 // not make — some of them even carrying sluice.io/rollout of a real
 // rollout — stay out of the caches (memory at scale: a cluster holds far
 // more pods than sluice runs), do not count for the rollout, and what is
-// cached has no managed fields; sluice_workload_cached_objects says so.
+// cached has no managed fields, and its pods no volumes or container
+// statuses; sluice_workload_cached_objects says so.
 func TestInformersCacheOnlySluiceObjects(t *testing.T) {
 	c := kubetest.Shared(t)
 	e := &env{t: t, c: c, ns: c.Namespace(t), rec: &recorder{ready: map[string]rollout.PodsReady{}}, reg: prometheus.NewRegistry()}
@@ -51,6 +52,10 @@ func TestInformersCacheOnlySluiceObjects(t *testing.T) {
 		}
 		if len(o.GetManagedFields()) != 0 {
 			t.Errorf("cached %T %s keeps %d managed fields entries", obj, o.GetName(), len(o.GetManagedFields()))
+		}
+		if p, ok := obj.(*corev1.Pod); ok && (len(p.Spec.Volumes) != 0 || len(p.Status.ContainerStatuses) != 0) {
+			t.Errorf("cached pod %s keeps %d volumes and %d container statuses; want only what endpoints and readiness read",
+				p.Name, len(p.Spec.Volumes), len(p.Status.ContainerStatuses))
 		}
 	}
 	if st := e.m.Status(key); len(st) != 1 || st[0].Replicas != 1 {
