@@ -43,6 +43,16 @@ type kubeParts struct {
 	runner atomic.Pointer[runner.Runner]
 }
 
+// Client rate limits of every client sluice makes. client-go's default
+// (5 QPS, burst 10) paces bursts: a 20-pod canary is 20 binds and 20
+// events, and with --state-store kubernetes a commit of 100 new rollouts
+// is 100 SluiceRollout creates and their status writes, which at 5 QPS
+// outlast the store's 10 s call timeout and refuse the commit.
+const (
+	kubeQPS   = 100
+	kubeBurst = 200
+)
+
 // kubeConfig follows the usual loading rules: an explicit file, then
 // $KUBECONFIG, then ~/.kube/config, then the in-cluster service account.
 func kubeConfig(path string) (*rest.Config, error) {
@@ -52,6 +62,7 @@ func kubeConfig(path string) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
+	cfg.QPS, cfg.Burst = kubeQPS, kubeBurst
 	return cfg, nil
 }
 
@@ -62,9 +73,6 @@ func newKubeParts(o Options, next runner.Traffic, reg *prometheus.Registry, log 
 	if err != nil {
 		return nil, err
 	}
-	// Binds and ReplicaSet applies come in bursts (a 20-pod canary is 20
-	// binds and 20 events); client-go's default 5 QPS would pace them.
-	cfg.QPS, cfg.Burst = 100, 200
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)

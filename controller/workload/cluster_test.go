@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -64,6 +65,7 @@ type env struct {
 	ns  string
 	m   *Manager
 	rec *recorder
+	reg *prometheus.Registry // the Manager's metrics (none when nil)
 }
 
 func newEnv(t testing.TB) *env {
@@ -80,6 +82,7 @@ func (e *env) startManager() *Manager {
 		Client:       e.c.Client,
 		Namespaces:   []string{e.ns},
 		SchedulePods: true,
+		Registry:     e.reg,
 		OnReady: func(key api.Key, ev rollout.PodsReady) {
 			e.rec.mu.Lock()
 			e.rec.ready[ev.Hash] = ev

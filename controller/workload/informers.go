@@ -48,6 +48,7 @@ func (m *Manager) buildInformers(namespaces []string) error {
 	m.factories = []informers.SharedInformerFactory{cluster}
 	nodes := cluster.Core().V1().Nodes()
 	m.nodes = nodes.Lister()
+	m.nodeStore = nodes.Informer().GetStore()
 	if err := m.addHandler(nodes.Informer(), cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(old, obj any) { m.enqueueZoneChange(old, obj) },
 	}); err != nil {
@@ -159,12 +160,28 @@ func metaOf(obj any) (metav1.Object, error) {
 }
 
 // stripManagedFields keeps the caches small: Scale reads managed fields
-// from the API, never from a cache.
+// from the API, never from a cache. Of a pod it keeps only what the
+// endpoints, readiness and status read (labels, node, first container's
+// ports, phase, IPs, conditions): volumes, env and container statuses
+// were about half of each cached pod (docs/scale.md#kubernetes-mode).
+// Pods are written from API reads, never from the cache.
 func stripManagedFields(obj any) (any, error) {
 	if o, ok := obj.(metav1.Object); ok {
 		o.SetManagedFields(nil)
 	}
+	if p, ok := obj.(*corev1.Pod); ok {
+		slimPod(p)
+	}
 	return obj, nil
+}
+
+func slimPod(p *corev1.Pod) {
+	containers := make([]corev1.Container, len(p.Spec.Containers))
+	for i, c := range p.Spec.Containers {
+		containers[i] = corev1.Container{Name: c.Name, Image: c.Image, Ports: c.Ports}
+	}
+	p.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName, SchedulerName: p.Spec.SchedulerName, Containers: containers}
+	p.Status = corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs, Conditions: p.Status.Conditions}
 }
 
 func (m *Manager) enqueueLabelled(obj any) {

@@ -67,8 +67,9 @@ type Manager struct {
 
 	// caches holds the namespaced caches by namespace; the key "" holds
 	// the caches of all namespaces when no namespace is named.
-	caches map[string]*nsCaches
-	nodes  corelisters.NodeLister
+	caches    map[string]*nsCaches
+	nodes     corelisters.NodeLister
+	nodeStore cache.Store
 
 	queue workqueue.TypedInterface[api.Key]
 	// reported is the worker's memory of what it last told the callbacks;
@@ -122,6 +123,9 @@ func New(opts Options) (*Manager, error) {
 		m.onEndpoints = func(api.Key) {}
 	}
 	if err := m.buildInformers(opts.Namespaces); err != nil {
+		return nil, err
+	}
+	if err := registerCacheGauges(opts.Registry, m); err != nil {
 		return nil, err
 	}
 	return m, nil

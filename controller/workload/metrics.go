@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/tools/cache"
 )
 
 // Object kinds, the object label of sluice_workload_apply_errors_total.
@@ -34,4 +35,59 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		return nil, fmt.Errorf("register workload metrics: %w", err)
 	}
 	return m, nil
+}
+
+// Kinds of cached objects, the kind label of sluice_workload_cached_objects.
+const (
+	cachedReplicaSet    = "replicaset"
+	cachedPod           = "pod"
+	cachedEndpointSlice = "endpointslice"
+	cachedNode          = "node"
+)
+
+// cacheCollector exports how many objects each of the Manager's informer
+// caches holds, counted at scrape time: the ReplicaSets and Pods should be
+// sluice's own only (label selected), whatever else runs in the cluster.
+type cacheCollector struct {
+	m    *Manager
+	desc *prometheus.Desc
+}
+
+func registerCacheGauges(reg *prometheus.Registry, m *Manager) error {
+	if reg == nil {
+		return nil
+	}
+	c := cacheCollector{m: m, desc: prometheus.NewDesc("sluice_workload_cached_objects",
+		"Objects in the workload actuator's informer caches, by kind: replicaset and pod (sluice's own only, by label), endpointslice, node.",
+		[]string{"kind"}, nil)}
+	if err := reg.Register(c); err != nil {
+		return fmt.Errorf("register workload cache gauge: %w", err)
+	}
+	return nil
+}
+
+func (c cacheCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c cacheCollector) Collect(ch chan<- prometheus.Metric) {
+	counts := []struct {
+		kind string
+		n    int
+	}{
+		{cachedReplicaSet, c.m.cachedCount(func(n *nsCaches) cache.Store { return n.rsIndex })},
+		{cachedPod, c.m.cachedCount(func(n *nsCaches) cache.Store { return n.podIndex })},
+		{cachedEndpointSlice, c.m.cachedCount(func(n *nsCaches) cache.Store { return n.sliceIndex })},
+		{cachedNode, len(c.m.nodeStore.ListKeys())},
+	}
+	for _, k := range counts {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(k.n), k.kind)
+	}
+}
+
+// cachedCount sums the size of one store over the watched namespaces.
+func (m *Manager) cachedCount(store func(*nsCaches) cache.Store) int {
+	n := 0
+	for _, c := range m.caches {
+		n += len(store(c).ListKeys())
+	}
+	return n
 }

@@ -13,4 +13,14 @@
 //
 // TestScaleSmall runs the same code at 500 rollouts in `make test`,
 // asserting behaviour only.
+//
+// With -kube it measures Kubernetes mode instead (kube.go): it starts the
+// test control plane (internal/kubetest) with kwok nodes, runs
+// `sluice run --kubernetes --state-store kubernetes` over one-replica
+// rollouts until every one is Healthy with its pod Running, reads the
+// daemon's memory (with a forced GC and a heap profile through
+// --debug-addr) and counts what its informers hold, then adds unlabelled
+// pods and ReplicaSets and reads it again:
+//
+//	go run ./e2e/scale -kube -rollouts 5000 -namespaces 50 -nodes 50 -kcm-args "--kube-api-qps=100 --kube-api-burst=200"
 package main

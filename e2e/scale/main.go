@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/kubetest"
 )
 
 func main() {
@@ -34,11 +36,22 @@ func run(args []string, stdout, stderr io.Writer) error {
 	daemonArgs := fs.String("daemon-args", "", "extra flags for sluice run, space-separated (e.g. \"--debug-addr 127.0.0.1:6061\")")
 	keep := fs.Bool("keep", false, "keep the work directory (repository, state, the daemon's log)")
 	out := fs.String("o", "table", "output: table or json")
+	kube := fs.Bool("kube", false, "Kubernetes mode: informer memory of sluice run --kubernetes on the test control plane (docs/scale.md#kubernetes-mode)")
+	kcfg := KubeConfig{Log: stderr}
+	fs.IntVar(&kcfg.Nodes, "nodes", 30, "with -kube: kwok nodes over three zones")
+	fs.IntVar(&kcfg.ForeignPods, "foreign-pods", 2000, "with -kube: unlabelled pods created once every rollout is Healthy")
+	fs.IntVar(&kcfg.ForeignReplicaSets, "foreign-replicasets", 200, "with -kube: unlabelled ReplicaSets (0 replicas) created with them")
+	fs.StringVar(&kcfg.KCMArgs, "kcm-args", "", "with -kube: extra kube-controller-manager flags, space-separated (e.g. \"--kube-api-qps=100 --kube-api-burst=200\")")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *out != "table" && *out != "json" {
 		return fmt.Errorf("-o %q: want table or json", *out)
+	}
+	if *kube {
+		// Re-executes this program in a network namespace where kwok's
+		// pod IPs are local; returns at once inside it.
+		kubetest.EnterNetns()
 	}
 	dir, err := os.MkdirTemp("", "sluice-scale-")
 	if err != nil {
@@ -53,16 +66,31 @@ func run(args []string, stdout, stderr io.Writer) error {
 	cfg.DaemonArgs = strings.Fields(*daemonArgs)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *kube {
+		kcfg.Rollouts, kcfg.Namespaces, kcfg.Sluice, kcfg.Dir, kcfg.DaemonArgs = cfg.Rollouts, cfg.Namespaces, cfg.Sluice, cfg.Dir, cfg.DaemonArgs
+		res, err := RunKube(ctx, kcfg)
+		if err != nil {
+			return err
+		}
+		if *out == "json" {
+			return writeJSON(stdout, res)
+		}
+		return printKubeTable(stdout, res)
+	}
 	res, err := Run(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	if *out == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return writeJSON(stdout, res)
 	}
 	return printTable(stdout, res)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 func printTable(w io.Writer, r Result) error {

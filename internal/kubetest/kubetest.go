@@ -142,8 +142,18 @@ func Shared(t testing.TB) *Cluster {
 	return shared
 }
 
+// Start starts a control plane with nodes fake nodes outside a test (the
+// Kubernetes mode of e2e/scale); the caller must be inside EnterNetns and
+// must Stop it. extraKCMArgs are added to kube-controller-manager's flags
+// (e.g. "--kube-api-qps=200"), space-separated.
+func Start(nodes int, extraKCMArgs string) (*Cluster, error) {
+	return startWith(nodes, extraKCMArgs)
+}
+
 // start runs hack/kube/run-controlplane.sh into a fresh directory.
-func start(nodes int) (*Cluster, error) {
+func start(nodes int) (*Cluster, error) { return startWith(nodes, "") }
+
+func startWith(nodes int, extraKCMArgs string) (*Cluster, error) {
 	bin := BinDir()
 	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kwok", "kwok-stages.yaml"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
@@ -161,7 +171,7 @@ func start(nodes int) (*Cluster, error) {
 	c := &Cluster{Dir: dir, Kubeconfig: filepath.Join(dir, "kubeconfig")}
 	var out bytes.Buffer
 	cmd := exec.Command(filepath.Join(hack, "run-controlplane.sh"), dir, strconv.Itoa(nodes))
-	cmd.Env = append(os.Environ(), "BIN="+bin, "POD_CIDR="+PodCIDR)
+	cmd.Env = append(os.Environ(), "BIN="+bin, "POD_CIDR="+PodCIDR, "KCM_EXTRA_ARGS="+extraKCMArgs)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		c.Stop()

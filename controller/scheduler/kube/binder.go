@@ -33,7 +33,8 @@ type Options struct {
 	// bound the bind rate: each pod costs a bind and an event.
 	Client kubernetes.Interface
 	// Informers is a factory to share with the caller (optional; by
-	// default the binder makes its own, without resync). Run starts it.
+	// default the binder makes its own, without resync, whose cache keeps
+	// only what the binder reads of each pod: slimObject). Run starts it.
 	Informers informers.SharedInformerFactory
 	// SchedulerName selects the pods to bind (default "sluice").
 	SchedulerName string
@@ -139,7 +140,7 @@ func New(opts Options) (*Binder, error) {
 	}
 	ownFactory := opts.Informers == nil
 	if ownFactory {
-		opts.Informers = informers.NewSharedInformerFactory(opts.Client, 0)
+		opts.Informers = informers.NewSharedInformerFactoryWithOptions(opts.Client, 0, informers.WithTransform(slimObject))
 	}
 	sched, err := scheduler.New(scheduler.Options{
 		Graph:   scheduler.GraphOptions{TopologyKeys: []string{scheduler.LabelRegion, scheduler.LabelZone}},

@@ -1,6 +1,7 @@
 package kubestore
 
 import (
+	"context"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -106,9 +107,11 @@ func (s *Store) writeStatus(key api.Key, rv string, status v1alpha1.SluiceRollou
 	if err != nil {
 		return err
 	}
-	ctx, cancel := s.callCtx()
-	defer cancel()
-	out, err := s.rollouts(key.Namespace).UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: "sluice"})
+	var out *unstructured.Unstructured
+	err = s.call(func(ctx context.Context) (err error) {
+		out, err = s.rollouts(key.Namespace).UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: "sluice"})
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -125,9 +128,11 @@ func (s *Store) createRollout(key api.Key) (*v1alpha1.SluiceRollout, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := s.callCtx()
-	defer cancel()
-	out, err := s.rollouts(key.Namespace).Create(ctx, u, metav1.CreateOptions{FieldManager: "sluice"})
+	var out *unstructured.Unstructured
+	err = s.call(func(ctx context.Context) (err error) {
+		out, err = s.rollouts(key.Namespace).Create(ctx, u, metav1.CreateOptions{FieldManager: "sluice"})
+		return err
+	})
 	if apierrors.IsAlreadyExists(err) {
 		// Created by another replica in between: use theirs.
 		return s.getRollout(key)
@@ -140,9 +145,11 @@ func (s *Store) createRollout(key api.Key) (*v1alpha1.SluiceRollout, error) {
 
 // getRollout reads the object; nil when there is none.
 func (s *Store) getRollout(key api.Key) (*v1alpha1.SluiceRollout, error) {
-	ctx, cancel := s.callCtx()
-	defer cancel()
-	u, err := s.rollouts(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+	var u *unstructured.Unstructured
+	err := s.call(func(ctx context.Context) (err error) {
+		u, err = s.rollouts(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+		return err
+	})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -192,9 +199,9 @@ func (s *Store) DeleteRollout(key api.Key) error {
 	if err := s.checkWrite(); err != nil {
 		return fmt.Errorf("delete rollout %s: %w", key, err)
 	}
-	ctx, cancel := s.callCtx()
-	defer cancel()
-	err := s.rollouts(key.Namespace).Delete(ctx, key.Name, metav1.DeleteOptions{})
+	err := s.call(func(ctx context.Context) error {
+		return s.rollouts(key.Namespace).Delete(ctx, key.Name, metav1.DeleteOptions{})
+	})
 	s.forget(key)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete rollout %s: %w", key, err)

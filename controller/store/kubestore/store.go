@@ -42,6 +42,12 @@ type Options struct {
 	Summarize func(record []byte) (Summary, error)
 	// Timeout bounds each call to the apiserver; default 10s.
 	Timeout time.Duration
+	// MaxInFlight bounds the SluiceRollout calls in flight (default
+	// DefaultMaxInFlight); more wait for a slot before their Timeout
+	// starts. A commit of N new rollouts makes N saves at once: unbounded,
+	// 1,000 of them outlasted the Timeout on a loaded apiserver and the
+	// commit was refused (go run ./e2e/scale -kube, docs/scale.md).
+	MaxInFlight int
 	// DeliveredRetention is how long delivered alert ids are remembered
 	// for deduplication; older ones are pruned at New. Default 7 days
 	// (shorter than bbolt's 30: the ConfigMap is bounded).
@@ -60,6 +66,9 @@ type Store struct {
 	rv    map[keyRef]string
 	state *sharedState // guarded by mu
 
+	// slots holds a token per SluiceRollout call in flight (call).
+	slots chan struct{}
+
 	failOnce sync.Once
 	failed   chan struct{}
 	err      error
@@ -77,13 +86,17 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second
 	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
 	if opts.DeliveredRetention <= 0 {
 		opts.DeliveredRetention = 7 * 24 * time.Hour
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{opts: opts, log: opts.Logger, rv: map[keyRef]string{}, failed: make(chan struct{})}
+	s := &Store{opts: opts, log: opts.Logger, rv: map[keyRef]string{}, failed: make(chan struct{}),
+		slots: make(chan struct{}, opts.MaxInFlight)}
 	if _, err := s.readState(ctx); err != nil {
 		return nil, err
 	}
@@ -145,4 +158,17 @@ func (s *Store) checkWrite() error {
 
 func (s *Store) callCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), s.opts.Timeout)
+}
+
+// DefaultMaxInFlight is Options.MaxInFlight's default.
+const DefaultMaxInFlight = 32
+
+// call runs one SluiceRollout call once a slot is free, with Timeout
+// counted from then. fn must not call the Store (it holds a slot).
+func (s *Store) call(fn func(ctx context.Context) error) error {
+	s.slots <- struct{}{}
+	defer func() { <-s.slots }()
+	ctx, cancel := s.callCtx()
+	defer cancel()
+	return fn(ctx)
 }

@@ -1,0 +1,46 @@
+package kube
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// slimObject is the binder's informer transform. The binder watches every
+// pod in the cluster (it counts every bound pod on its node), so each
+// cached pod costs memory whether sluice runs it or not: about 5.6 KiB
+// per pod before this (e2e/scale -kube, 2,000 foreign pods; docs/scale.md).
+// It keeps what podFromCore, podRequests and the bind and report paths
+// read — metadata without managed fields, the scheduling fields of the
+// spec, each container's name, resources and restart policy, the status
+// phase and conditions — and drops the rest (volumes, env, probes,
+// container statuses), which the binder never reads and never writes back:
+// binds and status reports are built fresh, not from the cached pod.
+func slimObject(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		slimPod(o)
+	case metav1.Object:
+		o.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+func slimPod(p *corev1.Pod) {
+	p.ManagedFields = nil
+	p.Spec.Volumes = nil
+	p.Spec.EphemeralContainers = nil
+	p.Spec.Containers = slimContainers(p.Spec.Containers)
+	p.Spec.InitContainers = slimContainers(p.Spec.InitContainers)
+	p.Status = corev1.PodStatus{Phase: p.Status.Phase, Conditions: p.Status.Conditions}
+}
+
+func slimContainers(cs []corev1.Container) []corev1.Container {
+	if cs == nil {
+		return nil
+	}
+	out := make([]corev1.Container, len(cs))
+	for i, c := range cs {
+		out[i] = corev1.Container{Name: c.Name, Image: c.Image, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
+	}
+	return out
+}

@@ -1,0 +1,59 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sluice-dev/sluice/internal/kubetest"
+)
+
+// TestBinderCachesSlimPods: the binder caches every pod of the cluster,
+// sluice's or not, so its cache keeps only what scheduling reads. A
+// foreign pod with volumes, env and probes is cached without them and
+// without managed fields, and keeps its node and requests.
+func TestBinderCachesSlimPods(t *testing.T) {
+	c := kubetest.Shared(t)
+	ns := c.Namespace(t)
+	b := startBinder(t, c, Options{})
+	foreign := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: ns, Labels: map[string]string{"app": "other"}},
+		Spec: corev1.PodSpec{
+			NodeName: zoneANode,
+			Volumes:  []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+			Containers: []corev1.Container{{
+				Name: "app", Image: "other/app:v1",
+				Env:            []corev1.EnvVar{{Name: "BIG", Value: fmt.Sprintf("%04096d", 0)}},
+				VolumeMounts:   []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}},
+				Resources:      corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m")}},
+			}},
+		},
+	}
+	if _, err := c.Client.CoreV1().Pods(ns).Create(context.Background(), foreign, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var cached *corev1.Pod
+	kubetest.Eventually(t, 30*time.Second, "foreign pod in the binder's cache", func() (bool, string) {
+		p, err := b.podLister.Pods(ns).Get("foreign")
+		if err != nil {
+			return false, err.Error()
+		}
+		cached = p
+		return true, ""
+	})
+	ctr := cached.Spec.Containers
+	if len(cached.ManagedFields) != 0 || len(cached.Spec.Volumes) != 0 || len(ctr) != 1 ||
+		len(ctr[0].Env) != 0 || len(ctr[0].VolumeMounts) != 0 || ctr[0].ReadinessProbe != nil {
+		t.Errorf("cached pod keeps %d managed fields entries, %d volumes, containers %+v; want only what scheduling reads",
+			len(cached.ManagedFields), len(cached.Spec.Volumes), ctr)
+	}
+	if got := podRequests(&cached.Spec); got.MilliCPU != 1500 || cached.Spec.NodeName != zoneANode {
+		t.Errorf("cached pod requests %d mCPU on %q; want 1500 on %s", got.MilliCPU, cached.Spec.NodeName, zoneANode)
+	}
+}

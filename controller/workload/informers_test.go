@@ -1,0 +1,122 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sluice-dev/sluice/controller/rollout"
+	"github.com/sluice-dev/sluice/internal/kubetest"
+)
+
+// TestInformersCacheOnlySluiceObjects: pods and ReplicaSets sluice did
+// not make — some of them even carrying sluice.io/rollout of a real
+// rollout — stay out of the caches (memory at scale: a cluster holds far
+// more pods than sluice runs), do not count for the rollout, and what is
+// cached has no managed fields, and its pods no volumes or container
+// statuses; sluice_workload_cached_objects says so.
+func TestInformersCacheOnlySluiceObjects(t *testing.T) {
+	c := kubetest.Shared(t)
+	e := &env{t: t, c: c, ns: c.Namespace(t), rec: &recorder{ready: map[string]rollout.PodsReady{}}, reg: prometheus.NewRegistry()}
+	const foreignPods, foreignSets = 20, 5
+	createForeign(t, c, e.ns, foreignPods, foreignSets)
+	e.m = e.startManager() // its first list already holds the foreign objects
+
+	key := e.key("co")
+	e.scale(key, set(rollout.RoleStable, "h1", 1, testRollout(e.ns, "co", "shop/co:v1", 1, 8080, nil)))
+	e.bindPods("h1", 1, 0)
+	e.waitReady("h1", rollout.PodsReady{Hash: "h1", Replicas: 1, Ready: 1})
+
+	want := map[string]float64{cachedReplicaSet: 1, cachedPod: 1, cachedNode: 6}
+	got := cachedObjects(t, e.reg)
+	for kind, n := range want {
+		if got[kind] != n {
+			t.Errorf("sluice_workload_cached_objects{kind=%q} = %v, want %v (the cluster has %d foreign pods and %d foreign ReplicaSets in the namespace)",
+				kind, got[kind], n, foreignPods, foreignSets)
+		}
+	}
+	caches := e.m.cachesFor(e.ns)
+	for _, obj := range append(caches.podIndex.List(), caches.rsIndex.List()...) {
+		o, err := metaOf(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.GetLabels()[LabelManagedBy] != ManagedByValue {
+			t.Errorf("cached %T %s is not sluice's (labels %v)", obj, o.GetName(), o.GetLabels())
+		}
+		if len(o.GetManagedFields()) != 0 {
+			t.Errorf("cached %T %s keeps %d managed fields entries", obj, o.GetName(), len(o.GetManagedFields()))
+		}
+		if p, ok := obj.(*corev1.Pod); ok && (len(p.Spec.Volumes) != 0 || len(p.Status.ContainerStatuses) != 0) {
+			t.Errorf("cached pod %s keeps %d volumes and %d container statuses; want only what endpoints and readiness read",
+				p.Name, len(p.Spec.Volumes), len(p.Status.ContainerStatuses))
+		}
+	}
+	if st := e.m.Status(key); len(st) != 1 || st[0].Replicas != 1 {
+		t.Errorf("Status = %+v; want one set of 1 replica (foreign pods labelled sluice.io/rollout=co do not count)", st)
+	}
+}
+
+// createForeign creates pods (bound to the kubetest nodes) and ReplicaSets
+// (0 replicas) in ns without sluice's managed-by label; the first of each
+// carries sluice.io/rollout=co, as a copied manifest might.
+func createForeign(t *testing.T, c *kubetest.Cluster, ns string, pods, sets int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	labels := func(i int) map[string]string {
+		l := map[string]string{"app": "foreign"}
+		if i == 0 {
+			l[LabelRollout] = "co"
+		}
+		return l
+	}
+	containers := []corev1.Container{{Name: "app", Image: "foreign/app:v1"}}
+	for i := range pods {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("foreign-%d", i), Labels: labels(i)},
+			Spec: corev1.PodSpec{NodeName: fmt.Sprintf("node-%d", i%6), Containers: containers}}
+		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	zero := int32(0)
+	for i := range sets {
+		name := fmt.Sprintf("foreign-%d", i)
+		sel := map[string]string{"app": name}
+		rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels(i)},
+			Spec: appsv1.ReplicaSetSpec{Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: sel},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: corev1.PodSpec{Containers: containers}}}}
+		if _, err := c.Client.AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// cachedObjects reads sluice_workload_cached_objects from reg, by kind.
+func cachedObjects(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "sluice_workload_cached_objects" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "kind" {
+					out[l.GetValue()] = m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}
