@@ -11,10 +11,9 @@
 // edits of the managed fields (drift) and undoes them, and restores the
 // objects on Release.
 //
-// Objects and Render (render.go) build sluice-owned VirtualService and
-// DestinationRule objects from the same traffic instead; the Router
-// reuses their match translation, so cookie matches compile to the same
-// cookie-pair regex as the xDS gateway's.
+// matches.go translates header, cookie and mirror matches into Istio's
+// StringMatch, cookie matches with the same cookie-pair regex as the xDS
+// gateway's.
 //
 // It lives apart from package gateway so that the xDS server does not pull
 // in Kubernetes types, and it imports no controller package (DESIGN §2).

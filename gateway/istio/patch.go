@@ -18,7 +18,7 @@ import (
 // (durations come out normalised, "1500ms" as "1.500s" and "1m" as "60s"),
 // so a typed read-modify-write would rewrite fields sluice does not manage
 // and put the object out of sync with git. Only the routes sluice itself
-// builds go through the typed structs (render.go's match translation).
+// builds go through the typed structs (matches.go).
 
 // routeState is what one rollout wants of the routes it manages in one
 // VirtualService.
@@ -28,8 +28,8 @@ type routeState struct {
 	weights      api.Weights
 	headerRoutes []api.HeaderRoute
 	mirrorRoutes []api.MirrorRoute
-	// sticky is set while the canary is sticky (render.go's rule: session
-	// affinity and a canary weight above 0).
+	// sticky is set while the canary is sticky (session affinity and a
+	// canary weight above 0).
 	sticky *api.SessionAffinity
 	// pinStable is set while stable users are pinned too
 	// (api.Traffic.PinsStable: PinStable and a step in progress).
@@ -296,8 +296,8 @@ func (b backends) describe(s side) string {
 // destination while the canary is sticky.
 const stickyCookieHeader = "set-cookie"
 
-// setStickyCookie adds (sa set) or removes (nil) the Set-Cookie render.go
-// puts on the canary destination, pruning only the maps that the removal
+// setStickyCookie adds (sa set) or removes (nil) the Set-Cookie on the
+// canary destination, pruning only the maps that the removal
 // leaves empty.
 func setStickyCookie(rd map[string]any, sa *api.SessionAffinity) {
 	if sa != nil {
