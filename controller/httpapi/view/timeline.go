@@ -13,7 +13,7 @@ import (
 // daemon still waits for.
 func traffic(w io.Writer, s httpapi.RolloutStatus) error {
 	// A zero Traffic comes from a server older than the field.
-	if s.StableVersion == "" || s.Traffic == (rollout.TrafficStatus{}) {
+	if t := s.Traffic; s.StableVersion == "" || t.Generation == 0 && t.AckedGeneration == 0 && !t.Acked && !t.AckTimedOut {
 		return nil
 	}
 	ack := "ACKed by every connected xDS client"
