@@ -107,6 +107,9 @@ func TestDashboard(t *testing.T) {
 	br.Do(5*time.Second, "filter all", chromedp.SetValue(chromedp.CSS("#f-phase"), ""),
 		chromedp.Evaluate[chromedp.Void](`document.querySelector("#f-phase").dispatchEvent(new Event("change"))`))
 	br.WaitText("#count", "2 of 2 rollouts", 5*time.Second)
+	// Each rollout's age, from the time sluice first saw it: seconds old.
+	br.WaitJS(`!![...document.querySelectorAll('#rows td[data-label="Age"]')].map((td) => td.textContent).join(" ").match(/^\d+[smh] \d+[smh]$/)`,
+		5*time.Second, func() string { return "the list shows no age in seconds: " + br.Text("#rows") })
 	br.Screenshot("list")
 
 	// One rollout: the weights follow the canary without a reload.
@@ -118,6 +121,14 @@ func TestDashboard(t *testing.T) {
 	br.WaitText("#weights", "canary 50%", 30*time.Second)
 	br.WaitText("ol.steps li.current", "pause (until promoted)", 20*time.Second)
 	br.WaitText("#ack", "ACKed by every connected xDS client", 20*time.Second)
+	// The load generator's xDS client, listed with the pushed routes ACKed.
+	br.WaitText("#clients caption", "xDS clients (1)", 20*time.Second)
+	br.WaitJS(`[...document.querySelectorAll("#clients tbody tr")].map((tr) => tr.querySelector(".cur").textContent).join() === "yes"`,
+		20*time.Second, func() string { return "the xDS client is not listed as current: " + br.Text("#clients") })
+	if st, _ := w.d.status("web"); len(st.Traffic.Clients) != 1 || !st.Traffic.Clients[0].Current || st.Traffic.ClientCount != 1 {
+		t.Errorf("web's status lists the xDS clients %+v (%d), want the load generator's, current", st.Traffic.Clients, st.Traffic.ClientCount)
+	}
+	br.WaitText("#age", "Paused for", 5*time.Second)
 	br.WaitText("#h-routes + ul", `x-canary = "always"`, 5*time.Second)
 
 	// No token: the buttons are disabled and say why.

@@ -186,33 +186,69 @@ func (s *Server) countPending(host string, needs []need, w *ackWait) (int, error
 func (st *stream) ackPending(host string, needs []need) (bool, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	// Envoy subscribes to all listeners (wildcard): only a named
-	// subscription marks a gRPC client of this host.
-	grpcClient := st.subscribesNamed(lds, host) || st.subscribes(rds, host)
-	combined := st.subscribes(rds, EnvoyName)
-	// An Envoy with route scopes (wildcard) needs the host's route
-	// configuration too, even before it has asked for it: it asks once it
-	// has the host's scope.
-	scoped := st.subscribes(srds, host)
-	if !grpcClient && !combined && !scoped {
+	in := st.interestIn(host)
+	if !in.any() {
 		return false, nil
 	}
+	pending, nk, name := st.lacks(host, in, needs)
+	if nk != nil {
+		return false, fmt.Errorf("client %q (stream %d) rejected %s %s: %s: %w", nk.Node, nk.Stream, nk.TypeURL, name, nk.Detail, ErrNack)
+	}
+	return pending, nil
+}
+
+// interest is how a stream holds a host.
+type interest struct {
+	grpc     bool // subscribed to the host's listener or routes by name
+	combined bool // subscribed to the combined sluice-http routes (Envoy)
+	scoped   bool // holds the host's route scope (Envoy, scoped layout)
+}
+
+func (in interest) any() bool { return in.grpc || in.combined || in.scoped }
+
+// interestIn says whether, and how, the stream is interested in host.
+// Callers hold st.mu.
+func (st *stream) interestIn(host string) interest {
+	return interest{
+		// Envoy subscribes to all listeners (wildcard): only a named
+		// subscription marks a gRPC client of this host.
+		grpc:     st.subscribesNamed(lds, host) || st.subscribes(rds, host),
+		combined: st.subscribes(rds, EnvoyName),
+		// An Envoy with route scopes (wildcard) needs the host's route
+		// configuration too, even before it has asked for it: it asks
+		// once it has the host's scope.
+		scoped: st.subscribes(srds, host),
+	}
+}
+
+// applies says whether a stream interested in host as in must have
+// ACKed n. Callers hold st.mu.
+func (st *stream) applies(host string, in interest, n need) bool {
+	switch {
+	case n.t == rds && n.name == host && !in.grpc && !in.scoped:
+		return false
+	case n.t == rds && n.name == EnvoyName && !in.combined:
+		return false
+	case n.t == rds: // the routes are always needed by an interested client
+		return true
+	}
+	return st.subscribes(n.t, n.name)
+}
+
+// lacks walks needs in order: it returns pending at the first one the
+// stream has not ACKed, or the NACK (and resource name) that rejected
+// it. Callers hold st.mu.
+func (st *stream) lacks(host string, in interest, needs []need) (pending bool, nk *Nack, name string) {
 	for _, n := range needs {
-		switch {
-		case n.t == rds && n.name == host && !grpcClient && !scoped:
-			continue
-		case n.t == rds && n.name == EnvoyName && !combined:
-			continue
-		case n.t == rds: // the routes are always needed by an interested client
-		case !st.subscribes(n.t, n.name):
+		if !st.applies(host, in, n) {
 			continue
 		}
 		if nk := st.nacked(n.t, n.name, n.gen); nk != nil {
-			return false, fmt.Errorf("client %q (stream %d) rejected %s %s: %s: %w", nk.Node, nk.Stream, nk.TypeURL, n.name, nk.Detail, ErrNack)
+			return false, nk, n.name
 		}
 		if g, ok := st.ackedGen(n.t, n.name); !ok || g < n.gen {
-			return true, nil
+			return true, nil, ""
 		}
 	}
-	return false, nil
+	return false, nil, ""
 }

@@ -27,6 +27,7 @@ type deltaType struct {
 	acked      map[string]uint64 // name -> generation ACKed
 	nackGens   map[string]uint64 // name -> generation NACKed, until ACKed again
 	nack       *Nack
+	ackNonce   string // nonce of the last response ACKed (ClientsOf)
 	// caughtUp says the stream was sent everything of generation synced of
 	// this type for its subscription; a subscription change clears it.
 	// From there a publish is compared on its changed names only, so one
@@ -119,7 +120,7 @@ func (s *Server) deltaRequest(st *stream, t typeIdx, req *discoveryv3.DeltaDisco
 	d := &st.dlt[t]
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if err := s.identify(st, req.GetNode().GetId()); err != nil {
+	if err := s.identify(st, req.GetNode()); err != nil {
 		return nil, err
 	}
 	var initial []string
@@ -146,6 +147,7 @@ func (s *Server) deltaRequest(st *stream, t typeIdx, req *discoveryv3.DeltaDisco
 				d.nack = s.recordNack(st, t, nonce, sent.res, det.GetMessage(), nonce)
 				nack = d.nack
 			} else {
+				d.ackNonce = nonce
 				for _, r := range sent.res {
 					d.acked[r.name] = r.gen
 					delete(d.nackGens, r.name)

@@ -240,7 +240,7 @@ func (s *Server) sotwRequest(st *stream, t typeIdx, req *discoveryv3.DiscoveryRe
 	w := &st.sotw[t]
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if err := s.identify(st, req.GetNode().GetId()); err != nil {
+	if err := s.identify(st, req.GetNode()); err != nil {
 		return nil, err
 	}
 	names := req.GetResourceNames()

@@ -5,6 +5,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -23,6 +26,9 @@ type stream struct {
 
 	mu   sync.Mutex
 	node string
+	// cluster and locality are what the first request's node says of
+	// itself (ClientsOf shows them), capped like a NACK detail.
+	cluster, locality string
 	// identified is set by the first request, which carries the node.
 	identified bool
 	// nameBytes are the bytes of the names subscribed per type, counted
@@ -101,15 +107,40 @@ func (s *Server) dropStream(st *stream) {
 
 // identify checks the node of a stream's first request. Callers hold
 // st.mu.
-func (s *Server) identify(st *stream, node string) error {
+func (s *Server) identify(st *stream, n *corev3.Node) error {
 	if st.identified {
 		return nil
 	}
+	node := n.GetId()
 	if err := s.checkNode(st, node); err != nil {
 		return err
 	}
 	st.identified, st.node = true, node
+	st.cluster, st.locality = capName(n.GetCluster()), capName(localityOf(n.GetLocality()))
 	return nil
+}
+
+// localityOf writes a locality as region/zone/sub_zone, "" when unset.
+func localityOf(l *corev3.Locality) string {
+	if l.GetRegion() == "" && l.GetZone() == "" && l.GetSubZone() == "" {
+		return ""
+	}
+	return l.GetRegion() + "/" + l.GetZone() + "/" + l.GetSubZone()
+}
+
+// maxNodeField bounds the node cluster and locality a stream keeps: they
+// are the client's to choose, and only shown.
+const maxNodeField = 256
+
+func capName(s string) string {
+	if len(s) <= maxNodeField {
+		return s
+	}
+	cut := maxNodeField - len(truncatedMarker)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + truncatedMarker
 }
 
 func (st *stream) nodeID() string {

@@ -26,6 +26,10 @@ func statusCheckout() httpapi.RolloutStatus {
 		StepIndex: 2, StepCount: 6, Weights: api.Weights{Stable: 90, Canary: 10},
 		HeaderRoutes: []api.HeaderRoute{{Name: "testers", Match: []api.HeaderMatch{{HeaderName: "x-canary", HeaderValue: api.StringMatch{Exact: "always"}}}}},
 		AnalysisRuns: []rollout.RunStatus{{Name: "success-rate-1", Phase: "Running", Metrics: []rollout.MetricStatus{{Name: "success-rate", Phase: "Successful", Value: "0.998"}}}},
+		Traffic: rollout.TrafficStatus{Generation: 4, AckedGeneration: 3, ClientCount: 3, Clients: []rollout.ClientStatus{
+			{Node: "envoy-7", Transport: "delta", Stream: 9, Version: "11", Nack: "route checkout.internal:\n weights sum to 0", Locality: "eu/eu-west-1a/"},
+			{Node: "grpc-checkout-0", Transport: "sotw", Stream: 3, Version: "12", Nonce: "c", Current: true, Locality: "/zone-a/"},
+		}},
 	}
 }
 

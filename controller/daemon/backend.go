@@ -26,6 +26,9 @@ type backend struct {
 	// writeback adds what was written back to git (nil without
 	// --git-writeback).
 	writeback *writeback.Records
+	// clients lists the xDS clients of one rollout's host (the daemon's
+	// gateway); nil lists none.
+	clients clientSource
 }
 
 var (
@@ -43,7 +46,12 @@ func (b *backend) List() []rollout.Status {
 
 func (b *backend) Get(key api.Key) (rollout.Status, bool) {
 	st, ok := b.runner.Status(key)
-	return b.withCluster(st), ok
+	if !ok {
+		return st, false
+	}
+	// Only here, for one rollout: the list would cost a look at every
+	// stream per rollout.
+	return withClients(b.withCluster(st), b.clients), true
 }
 
 // withCluster adds what the cluster says about the rollout's pods, and

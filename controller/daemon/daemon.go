@@ -212,7 +212,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 			return fmt.Errorf("api token: %w", err)
 		}
 	}
-	d.backend = &backend{runner: d.runner, broker: broker, kube: d.kube, writeback: d.writeback}
+	d.backend = &backend{runner: d.runner, broker: broker, kube: d.kube, writeback: d.writeback, clients: d.gateway}
 	d.api, err = httpapi.New(httpapi.Options{Backend: d.backend, Ready: d.ready, Registry: reg, Token: token, Hook: d.watcher.Handler(), Limits: o.HTTPLimits, Logger: d.log})
 	if err != nil {
 		return fmt.Errorf("http api: %w", err)

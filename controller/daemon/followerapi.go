@@ -37,7 +37,10 @@ type followerAPI struct {
 
 	mu       sync.Mutex
 	clusters replicaSetSource // nil: no ReplicaSets in the statuses
+	clients  clientSource     // nil: no xDS clients in the statuses
 	states   map[api.Key]rollout.State
+	// times are the createdAt and phaseSince stored with each record.
+	times map[api.Key]recordTimes
 	// shown is a hash of the status last published per rollout, so that a
 	// record rewrite that changes nothing visible is not an event (as the
 	// leader's backend.pumpStatus).
@@ -64,19 +67,29 @@ var (
 // the Lease holder.
 func newFollowerAPI(leader func() string) *followerAPI {
 	return &followerAPI{broker: httpapi.NewBroker(httpapi.BrokerOptions{}), leader: leader,
-		states: map[api.Key]rollout.State{}, shown: map[api.Key]uint64{}, seed: maphash.MakeSeed()}
+		states: map[api.Key]rollout.State{}, times: map[api.Key]recordTimes{}, shown: map[api.Key]uint64{}, seed: maphash.MakeSeed()}
 }
 
-// observe takes a rollout's state from its record and publishes a
-// "status" event when its status changed.
-func (f *followerAPI) observe(st rollout.State) {
+// recordTimes are the times the runner stores beside a state (its
+// status's createdAt and phaseSince; "" unknown).
+type recordTimes struct{ createdAt, phaseSince string }
+
+func (t recordTimes) apply(st rollout.Status) rollout.Status {
+	st.CreatedAt, st.PhaseSince = t.createdAt, t.phaseSince
+	return st
+}
+
+// observe takes a rollout's state and times from its record and publishes
+// a "status" event when its status changed.
+func (f *followerAPI) observe(st rollout.State, times recordTimes) {
 	if st.Seq == 0 {
 		return // no state yet: the runner does not list it either
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.states[st.Key] = st
-	status := st.Status()
+	f.times[st.Key] = times
+	status := times.apply(st.Status())
 	seen, _ := json.Marshal(status)
 	sum := maphash.Bytes(f.seed, seen)
 	if prev, ok := f.shown[st.Key]; ok && prev == sum {
@@ -91,6 +104,7 @@ func (f *followerAPI) forget(key api.Key) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.states, key)
+	delete(f.times, key)
 	delete(f.shown, key)
 	f.broker.Forget(key)
 }
@@ -100,6 +114,14 @@ func (f *followerAPI) useClusters(src replicaSetSource) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.clusters = src
+}
+
+// useClients adds the xDS clients connected to src (the follower's own
+// gateway) to the status of one rollout.
+func (f *followerAPI) useClients(src clientSource) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.clients = src
 }
 
 // serving marks the follower as serving xDS from the records; synced
@@ -129,8 +151,8 @@ func (f *followerAPI) ready() error {
 func (f *followerAPI) List() []rollout.Status {
 	f.mu.Lock()
 	out := make([]rollout.Status, 0, len(f.states))
-	for _, st := range f.states {
-		out = append(out, st.Status())
+	for key, st := range f.states {
+		out = append(out, f.times[key].apply(st.Status()))
 	}
 	f.mu.Unlock()
 	for i := range out {
@@ -142,11 +164,15 @@ func (f *followerAPI) List() []rollout.Status {
 func (f *followerAPI) Get(key api.Key) (rollout.Status, bool) {
 	f.mu.Lock()
 	st, ok := f.states[key]
+	times := f.times[key]
+	clients := f.clients
 	f.mu.Unlock()
 	if !ok {
 		return rollout.State{}.Status(), false
 	}
-	return f.withCluster(st.Status()), true
+	// This replica's own xDS clients: those connected to the leader or to
+	// other followers are not seen here.
+	return withClients(f.withCluster(times.apply(st.Status())), clients), true
 }
 
 // withCluster adds the ReplicaSets, as the leader's backend does (outside

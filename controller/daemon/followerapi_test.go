@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/rollout"
+	"github.com/sluice-dev/sluice/gateway"
 )
 
 func followerState(name string, seq uint64, step, canary int32) rollout.State {
@@ -36,24 +37,31 @@ func TestFollowerAPIServesRecords(t *testing.T) {
 	f := newFollowerAPI(func() string { return "sluice-0" })
 	rs := []rollout.ReplicaSetStatus{{Name: "cart-abc", Version: "app:v2", Hash: "abc", Replicas: 1, Ready: 1}}
 	f.useClusters(sets{{Namespace: "shop", Name: "cart"}: rs})
+	f.useClients(fakeClients{"cart.internal": {{Node: "grpc-1", Stream: 4, Version: "12", Current: true}}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	events := f.Subscribe(ctx)
 
 	cart, web := followerState("cart", 3, 0, 20), followerState("web", 7, 1, 50)
-	f.observe(cart)
-	f.observe(web)
-	f.observe(followerState("empty", 0, 0, 0))
+	f.observe(cart, recordTimes{})
+	webTimes := recordTimes{"2026-12-02T10:00:00Z", "2026-12-02T10:05:00Z"}
+	f.observe(web, webTimes)
+	f.observe(followerState("empty", 0, 0, 0), recordTimes{})
 	wantCart := cart.Status()
 	wantCart.ReplicaSets = rs
+	wantCart.Traffic.Clients = []rollout.ClientStatus{{Node: "grpc-1", Transport: "sotw", Stream: 4, Version: "12", Current: true}}
+	wantCart.Traffic.ClientCount = 1
+	wantWeb := web.Status()
+	wantWeb.CreatedAt, wantWeb.PhaseSince = webTimes.createdAt, webTimes.phaseSince
+	wantWeb.Traffic.Clients = []rollout.ClientStatus{} // served, no client here
 	tests := []struct {
 		name string
 		key  api.Key
 		want rollout.Status
 		ok   bool
 	}{
-		{"with replica sets", cart.Key, wantCart, true},
-		{"another", web.Key, web.Status(), true},
+		{"with replica sets and this follower's xDS clients", cart.Key, wantCart, true},
+		{"another, with its record's times", web.Key, wantWeb, true},
 		{"record with no state", api.Key{Namespace: "shop", Name: "empty"}, rollout.State{}.Status(), false},
 		{"unknown", api.Key{Namespace: "shop", Name: "nope"}, rollout.State{}.Status(), false},
 	}
@@ -67,13 +75,22 @@ func TestFollowerAPIServesRecords(t *testing.T) {
 	}
 	if got := f.List(); len(got) != 2 {
 		t.Errorf("List = %d rollouts, want cart and web", len(got))
+	} else {
+		for _, st := range got {
+			if st.Traffic.Clients != nil {
+				t.Errorf("List lists the xDS clients of %s: only the status of one rollout has them", st.Name)
+			}
+			if st.Name == "web" && st.CreatedAt != webTimes.createdAt {
+				t.Errorf("List: web createdAt %q, want %q", st.CreatedAt, webTimes.createdAt)
+			}
+		}
 	}
 
 	t.Run("events per visible change", func(t *testing.T) {
-		drain(t, events, 2) // cart and web
-		f.observe(cart)     // the same record again (a re-list)
+		drain(t, events, 2)            // cart and web
+		f.observe(cart, recordTimes{}) // the same record again (a re-list)
 		next := followerState("cart", 4, 1, 50)
-		f.observe(next)
+		f.observe(next, recordTimes{})
 		e := drain(t, events, 1)[0]
 		if e.Type != "status" || e.Status == nil || e.Status.StepIndex != 1 || e.Status.Weights.Canary != 50 {
 			t.Errorf("event = %+v, want cart's status at step 1, 50%%", e)
@@ -150,7 +167,7 @@ func TestFollowerReadiness(t *testing.T) {
 // answers health checks only.
 func TestFollowerHTTP(t *testing.T) {
 	view := newFollowerAPI(func() string { return "sluice-0" })
-	view.observe(followerState("cart", 3, 0, 20))
+	view.observe(followerState("cart", 3, 0, 20), recordTimes{})
 	tests := []struct {
 		name           string
 		view           *followerAPI
@@ -191,4 +208,19 @@ func TestFollowerHTTP(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fakeClients serves each host named ("<name>.internal") with its clients.
+type fakeClients map[string][]gateway.ClientAck
+
+func (f fakeClients) Host(key api.Key) (string, bool) {
+	h := key.Name + ".internal"
+	if key.Name == "empty" || key.Name == "nope" {
+		return "", false
+	}
+	return h, true
+}
+
+func (f fakeClients) ClientsOf(host string, limit int) ([]gateway.ClientAck, int) {
+	return f[host], len(f[host])
 }

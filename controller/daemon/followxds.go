@@ -106,6 +106,7 @@ func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, identity
 		return nil, fmt.Errorf("follower acks: %w", err)
 	}
 	view.useClusters(workloads)
+	view.useClients(gw)
 	ctx, cancel := context.WithCancel(ctx)
 	reporter := &ackReporter{gw: gw, out: acks, log: log, ctx: ctx, waiting: map[string]context.CancelFunc{}}
 	traffic = newClusterTraffic(reporter, workloads, log)
@@ -126,12 +127,12 @@ func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, identity
 		if err != nil || record == nil {
 			return
 		}
-		st, err := runner.RecordState(record)
+		st, status, err := runner.RecordStatus(record)
 		if err != nil {
 			log.Warn("follower: undecodable record", "rollout", u.GetNamespace()+"/"+u.GetName(), "err", err)
 			return
 		}
-		view.observe(st)
+		view.observe(st, recordTimes{status.CreatedAt, status.PhaseSince})
 		if t := st.Traffic(); t.Host != "" {
 			if err := traffic.publishServed(t); err != nil {
 				log.Warn("follower: publish traffic", "rollout", st.Key.String(), "err", err)

@@ -34,6 +34,12 @@ type Status struct {
 	MirrorRoutes []api.MirrorRoute `json:"mirrorRoutes"`
 	// Traffic says whether the clients ACKed the declared weights.
 	Traffic TrafficStatus `json:"traffic"`
+	// CreatedAt is when sluice first saw the rollout, PhaseSince when its
+	// current phase began: RFC 3339 times in UTC, "" when unknown (a
+	// record stored before they were kept). The state does not hold them:
+	// the runner stamps them beside the state it stores.
+	CreatedAt  string `json:"createdAt,omitempty"`
+	PhaseSince string `json:"phaseSince,omitempty"`
 	// Queued is set while a new canary waits for a canary slot
 	// (--max-concurrent-canaries); see WithQueuePosition.
 	Queued *QueueStatus `json:"queued,omitempty"`

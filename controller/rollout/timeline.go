@@ -37,6 +37,41 @@ type TrafficStatus struct {
 	Acked bool `json:"acked"`
 	// AckTimedOut: a step went on without the ACK of its traffic.
 	AckTimedOut bool `json:"ackTimedOut"`
+	// Clients are the xDS clients connected to this daemon that hold the
+	// rollout's host, those without the current routes first, at most
+	// MaxClients of them; ClientCount counts them all (absent: 0). The
+	// state does not hold them: the daemon adds them to the status of one
+	// rollout (GET /api/v1/rollouts/{namespace}/{name}), never to the list
+	// or to events. Absent when not known.
+	Clients     []ClientStatus `json:"clients,omitzero"`
+	ClientCount int            `json:"clientCount,omitempty"`
+}
+
+// MaxClients bounds TrafficStatus.Clients.
+const MaxClients = 50
+
+// ClientStatus is one connected xDS client of a rollout's host.
+type ClientStatus struct {
+	// Node is the client's node id; Cluster and Locality what its node
+	// says of itself (locality as region/zone/sub_zone).
+	Node     string `json:"node"`
+	Cluster  string `json:"cluster,omitempty"`
+	Locality string `json:"locality,omitempty"`
+	// Transport is "sotw" (state of the world) or "delta"; Stream the
+	// server's id of the stream, as logs and NACK alerts name it.
+	Transport string `json:"transport"`
+	Stream    uint64 `json:"stream"`
+	// Version is the gateway generation of the host's routes the client
+	// ACKed last ("" before its first ACK), Nonce the nonce of that
+	// response.
+	Version string `json:"version"`
+	Nonce   string `json:"nonce,omitempty"`
+	// Current: the client ACKed the routes served now (the current
+	// weights) and what else of the rollout it subscribes to.
+	Current bool `json:"current"`
+	// Nack is the message of its NACK of the rollout's resources that no
+	// later ACK has cleared; "" for none.
+	Nack string `json:"nack,omitempty"`
 }
 
 // timeline derives the step list of the status from the cursor, the

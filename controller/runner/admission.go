@@ -208,9 +208,9 @@ func (r *Runner) queueAhead() map[api.Key]place {
 	return ahead
 }
 
-// statusOf is a rollout's status with its queue position (from
-// queueAhead, which only a queued state needs); r.mu is held.
-func statusOf(s rollout.State, places map[api.Key]place) rollout.Status {
+// statusOf is a rollout's status with its times and its queue position
+// (from queueAhead, which only a queued state needs); r.mu is held.
+func statusOf(s rollout.State, times stamps, places map[api.Key]place) rollout.Status {
 	p := places[s.Key]
-	return s.Status().WithQueuePosition(p.ahead, p.position)
+	return times.apply(s.Status().WithQueuePosition(p.ahead, p.position))
 }

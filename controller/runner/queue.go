@@ -29,6 +29,9 @@ type entry struct {
 	saveFailures int
 	// step is the span of the canary step running now (trace.go).
 	step *openStep
+	// stamps are the times stored with the state (record.go); guarded by
+	// Runner.mu like state.
+	stamps stamps
 }
 
 // Back-off of an internal event whose new state could not be persisted.
@@ -201,7 +204,10 @@ func (r *Runner) process(e *entry, j job) (res result) {
 		return result{state: old}
 	}
 	now := r.opts.Now()
-	rec := record{State: next, Time: now, Deadlines: e.deadlinesFor(next, now)}
+	r.mu.Lock()
+	times := e.stamps.next(old, next, now)
+	r.mu.Unlock()
+	rec := record{State: next, Time: now, Deadlines: e.deadlinesFor(next, now), CreatedAt: times.createdAt, PhaseSince: times.phaseSince}
 	for _, a := range acts {
 		if n, ok := a.(rollout.Notify); ok {
 			rec.Alerts = append(rec.Alerts, n.Alert)
@@ -230,7 +236,7 @@ func (r *Runner) process(e *entry, j job) (res result) {
 	e.saveFailures = 0
 	e.deadlines = rec.Deadlines
 	r.mu.Lock()
-	e.state = next
+	e.state, e.stamps = next, times
 	r.adm.track(old, next)
 	if granted {
 		delete(r.adm.granting, e.key) // from now on next.HoldsSlot counts it
@@ -242,7 +248,7 @@ func (r *Runner) process(e *entry, j job) (res result) {
 	if next.Queued != nil {
 		ahead = r.queueAhead()
 	}
-	r.publish(Update{Key: e.key, Seq: next.Seq, Status: statusOf(next, ahead)})
+	r.publish(Update{Key: e.key, Seq: next.Seq, Status: statusOf(next, e.stamps, ahead)})
 	r.mu.Unlock()
 	r.logTransition(old, next, j.ev)
 	r.traceTransition(e, old, next)

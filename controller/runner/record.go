@@ -24,6 +24,42 @@ type record struct {
 	// Deadlines holds when the armed timer (by id) goes off, so that a
 	// restart re-arms it for the time left rather than the whole duration.
 	Deadlines map[string]time.Time `json:"deadlines,omitempty"`
+	// CreatedAt is when the runner first saw the rollout, PhaseSince when
+	// the state's phase last changed; kept across restarts and commits.
+	// Zero (a record stored before they were kept) is unknown.
+	CreatedAt  time.Time `json:"createdAt,omitzero"`
+	PhaseSince time.Time `json:"phaseSince,omitzero"`
+}
+
+// stamps are the times the runner keeps beside a rollout's state (the
+// state machine has no clock).
+type stamps struct {
+	createdAt, phaseSince time.Time
+}
+
+// next stamps the transition from old to next at now: a rollout seen for
+// the first time was created now; a phase that changed began now.
+func (st stamps) next(old, next rollout.State, now time.Time) stamps {
+	if old.Seq == 0 && st.createdAt.IsZero() {
+		st.createdAt = now
+	}
+	if old.Seq == 0 || old.Phase != next.Phase {
+		st.phaseSince = now
+	}
+	return st
+}
+
+// apply adds the times to a status, in RFC 3339 UTC ("" unknown).
+func (st stamps) apply(s rollout.Status) rollout.Status {
+	s.CreatedAt, s.PhaseSince = rfc3339(st.createdAt), rfc3339(st.phaseSince)
+	return s
+}
+
+func rfc3339(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 func encodeRecord(r record) ([]byte, error) {
@@ -52,4 +88,16 @@ func decodeRecord(b []byte) (record, error) {
 func RecordState(b []byte) (rollout.State, error) {
 	r, err := decodeRecord(b)
 	return r.State, err
+}
+
+// RecordStatus decodes a stored record into the status the runner serves
+// for it (without a queued canary's place in the queue): the state's
+// status with the times the runner stamped, for a replica that serves the
+// records it did not write (a follower).
+func RecordStatus(b []byte) (rollout.State, rollout.Status, error) {
+	r, err := decodeRecord(b)
+	if err != nil {
+		return rollout.State{}, rollout.Status{}, err
+	}
+	return r.State, stamps{r.CreatedAt, r.PhaseSince}.apply(r.State.Status()), nil
 }

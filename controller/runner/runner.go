@@ -202,6 +202,7 @@ func (r *Runner) Start(ctx context.Context) error {
 		}
 		rec.State.Key = k
 		e := newEntry(rec.State)
+		e.stamps = stamps{rec.CreatedAt, rec.PhaseSince}
 		for id, d := range rec.Deadlines {
 			e.deadlines[id] = d
 		}
@@ -308,7 +309,11 @@ func (r *Runner) Command(ctx context.Context, key api.Key, cmd rollout.CommandKi
 	case res := <-reply:
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		return statusOf(res.state, r.queueAhead()), res.err
+		var times stamps
+		if e := r.rollouts[key]; e != nil {
+			times = e.stamps
+		}
+		return statusOf(res.state, times, r.queueAhead()), res.err
 	case <-ctx.Done():
 		return rollout.Status{}, fmt.Errorf("%s %s: %w", cmd, key, ctx.Err())
 	}
@@ -334,7 +339,7 @@ func (r *Runner) Status(key api.Key) (rollout.Status, bool) {
 	if !ok || e.state.Seq == 0 {
 		return rollout.State{}.Status(), false
 	}
-	return statusOf(e.state, r.queueAhead()), true
+	return statusOf(e.state, e.stamps, r.queueAhead()), true
 }
 
 // List returns the status of every rollout that has one, sorted by key.
@@ -344,7 +349,7 @@ func (r *Runner) List() []rollout.Status {
 	ahead := r.queueAhead()
 	for _, e := range r.rollouts {
 		if e.state.Seq > 0 {
-			out = append(out, statusOf(e.state, ahead))
+			out = append(out, statusOf(e.state, e.stamps, ahead))
 		}
 	}
 	r.mu.Unlock()

@@ -54,6 +54,26 @@ const split = (w) => `${w.stable}/${w.canary}` + (w.baseline ? `/${w.baseline}` 
 
 const stepText = (s) => s.stepCount ? `${Math.min(s.stepIndex + 1, s.stepCount)}/${s.stepCount}` : "-";
 
+// age writes how long ago an RFC 3339 time was, as kubectl does (42s, 5m,
+// 3h, 2d, 1y); "—" when unknown. The server sends times, never ages, so
+// the page ages them itself (ageing() below keeps them current).
+function ageText(ts) {
+  const t = Date.parse(ts || "");
+  if (isNaN(t)) return "—";
+  const s = Math.max(0, Math.floor((Date.now() - t) / 1000));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h`;
+  if (s < 365 * 86400) return `${Math.floor(s / 86400)}d`;
+  return `${Math.floor(s / (365 * 86400))}y`;
+}
+const age = (ts) => ts ? `<time class="age" datetime="${esc(ts)}" title="${esc(new Date(ts).toLocaleString())}">${ageText(ts)}</time>` : "—";
+
+// ageing refreshes every age shown, once a few seconds.
+setInterval(() => {
+  for (const el of document.querySelectorAll("time.age")) el.textContent = ageText(el.getAttribute("datetime"));
+}, 5000);
+
 // ---- list view ----
 
 const list = { items: new Map(), ns: "", phase: "", pending: false };
@@ -72,7 +92,7 @@ async function showList() {
 </div>
 <div class="wrap"><table class="list"><thead><tr><th scope="col">Rollout</th><th scope="col">Phase</th>
 <th scope="col">Step</th><th scope="col">Weights</th><th scope="col">Stable</th><th scope="col">Canary</th>
-<th scope="col">Last change</th></tr></thead><tbody id="rows"></tbody></table></div>`;
+<th scope="col">Age</th></tr></thead><tbody id="rows"></tbody></table></div>`;
   $("#f-phase").value = list.phase;
   $("#f-ns").onchange = $("#f-phase").onchange = () => {
     const p = new URLSearchParams();
@@ -84,7 +104,6 @@ async function showList() {
   };
   await follow("", (e) => {
     if (!e.status) return;
-    e.status.changed = e.time;
     list.items.set(`${e.namespace}/${e.name}`, e.status);
     if (!list.pending) { list.pending = true; requestAnimationFrame(() => { list.pending = false; renderRows(); }); }
   }, async () => {
@@ -110,23 +129,50 @@ function renderRows() {
 <td data-label="Weights" class="weights">${bar(s.weights)} ${split(s.weights)}</td>
 <td data-label="Stable">${esc(s.stableVersion || "-")}</td>
 <td data-label="Canary">${esc(s.canaryVersion || "-")}</td>
-<td data-label="Last change">${s.changed ? esc(new Date(s.changed).toLocaleTimeString()) : "-"}</td></tr>`).join("");
+<td data-label="Age">${age(s.createdAt)}</td></tr>`).join("");
   $("#count").textContent = `${shown.length} of ${list.items.size} rollouts`;
 }
 
 // ---- one rollout ----
 
-const one = { key: "", status: null, events: [], message: null };
+const one = { key: "", status: null, events: [], message: null, poll: 0, refetch: 0 };
+
+// The xDS clients are only in the status of one rollout as read (not in
+// events, and they change without one): read again every few seconds and
+// shortly after each status event.
+const clientsEvery = 5000;
+
+async function refreshClients() {
+  const key = one.key;
+  const st = await getJSON(`/rollouts/${key}`).catch(() => null);
+  if (!st || key !== one.key || !one.status || !location.hash.startsWith("#/r/")) return;
+  if (JSON.stringify(st.traffic.clients) === JSON.stringify(one.status.traffic.clients) &&
+      st.traffic.clientCount === one.status.traffic.clientCount) return;
+  one.status.traffic.clients = st.traffic.clients;
+  one.status.traffic.clientCount = st.traffic.clientCount;
+  renderRollout();
+}
 
 async function showRollout(ns, name) {
   one.key = `${encodeURIComponent(ns)}/${encodeURIComponent(name)}`;
   one.message = null;
   one.status = null;
   one.events = [];
+  clearInterval(one.poll);
+  one.poll = setInterval(refreshClients, clientsEvery);
   await follow("?rollout=" + encodeURIComponent(`${ns}/${name}`), (e) => {
     one.events.push(e);
     if (one.events.length > 50) one.events.shift();
-    if (e.status) one.status = e.status;
+    if (e.status) {
+      const t = one.status && one.status.traffic;
+      one.status = e.status;
+      if (t && !e.status.traffic.clients) {
+        one.status.traffic.clients = t.clients;
+        one.status.traffic.clientCount = t.clientCount;
+      }
+      clearTimeout(one.refetch);
+      one.refetch = setTimeout(refreshClients, 300);
+    }
     if (one.status) renderRollout();
   }, async () => {
     const [st, ev] = await Promise.all([getJSON(`/rollouts/${one.key}`), getJSON(`/rollouts/${one.key}/events`)]);
@@ -143,7 +189,7 @@ function renderRollout() {
 <h1>${esc(s.namespace)}/${esc(s.name)} <span class="phase ${esc(s.phase)}" id="phase">${esc(s.phase)}</span></h1>
 <p id="message">${esc(s.message)}</p>
 <section aria-labelledby="h-actions"><h2 id="h-actions">Actions</h2>${actions(s)}</section>
-<section aria-labelledby="h-traffic"><h2 id="h-traffic">Traffic</h2>${traffic(s)}</section>
+<section aria-labelledby="h-traffic"><h2 id="h-traffic">Traffic</h2>${traffic(s)}${clients(s)}</section>
 <section aria-labelledby="h-steps"><h2 id="h-steps">Steps</h2>${steps(s)}</section>
 ${routes(s)}${replicaSets(s)}
 <section aria-labelledby="h-analysis"><h2 id="h-analysis">Analysis</h2>${analysis(s)}</section>
@@ -189,7 +235,24 @@ function traffic(s) {
 <dt>xDS clients</dt><dd id="ack">${esc(ack)}</dd>
 <dt>Stable</dt><dd>${esc(s.stableVersion || "-")}</dd>
 <dt>Canary</dt><dd>${esc(s.canaryVersion || "-")}${s.aborted ? " (aborted)" : ""}</dd>
-<dt>Commit</dt><dd><code>${esc(s.commit || "-")}</code></dd></dl>`;
+<dt>Commit</dt><dd><code>${esc(s.commit || "-")}</code></dd>
+<dt>Age</dt><dd id="age">${age(s.createdAt)}${s.phaseSince ? `; ${esc(s.phase)} for ${age(s.phaseSince)}` : ""}</dd></dl>`;
+}
+
+// clients is the table of the xDS clients connected to this sluice that
+// hold the rollout's host, with what each ACKed.
+function clients(s) {
+  const list = s.traffic && s.traffic.clients;
+  if (!list) return "";
+  if (!list.length) return `<p class="note" id="clients-none">No xDS client of this rollout is connected to this sluice.</p>`;
+  const total = Math.max(s.traffic.clientCount || 0, list.length);
+  const caption = total > list.length ? `xDS clients: ${list.length} of ${total}, those without the current routes first` : `xDS clients (${total})`;
+  return `<div class="wrap"><table id="clients" class="clients"><caption>${esc(caption)}</caption>
+<thead><tr><th scope="col">Node</th><th scope="col">Locality</th><th scope="col">Transport</th><th scope="col">ACKed version</th>
+<th scope="col">Current</th><th scope="col">NACK</th></tr></thead><tbody>${list.map((c) => `<tr class="${c.current ? "current" : "behind"}">
+<th scope="row" data-label="Node">${esc(c.node || "-")}</th><td data-label="Locality">${esc(c.locality || "-")}</td>
+<td data-label="Transport">${esc(c.transport)}</td><td data-label="ACKed version">${esc(c.version || "-")}</td>
+<td data-label="Current" class="cur">${c.current ? "yes" : "no"}</td><td data-label="NACK">${esc(c.nack || "-")}</td></tr>`).join("")}</tbody></table></div>`;
 }
 
 function steps(s) {
@@ -311,6 +374,8 @@ function showError(err) {
 }
 
 async function route() {
+  clearInterval(one.poll);
+  clearTimeout(one.refetch);
   const m = /^#\/r\/([^/]+)\/([^/?]+)/.exec(location.hash);
   if (m) await showRollout(decodeURIComponent(m[1]), decodeURIComponent(m[2])).catch(() => {});
   else await showList().catch(() => {});

@@ -47,7 +47,15 @@ func (c *Client) Watch(ctx context.Context, key api.Key, fn func(Update) error) 
 		}
 		err := c.Stream(ctx, &key, snapshot, func(e httpapi.Event) error {
 			if e.Status != nil {
+				// An event's status carries no xDS clients (only the
+				// status of one rollout does): they are read again, or
+				// the last ones kept when that fails.
+				clients, count := u.Status.Traffic.Clients, u.Status.Traffic.ClientCount
 				u.Status = *e.Status
+				if st, err := c.Get(ctx, key); err == nil {
+					clients, count = st.Traffic.Clients, st.Traffic.ClientCount
+				}
+				u.Status.Traffic.Clients, u.Status.Traffic.ClientCount = clients, count
 			} else if st, err := c.Get(ctx, key); err == nil {
 				u.Status = st
 			}

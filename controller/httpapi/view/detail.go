@@ -18,7 +18,11 @@ import (
 func Detail(w io.Writer, s httpapi.RolloutStatus, events []httpapi.Event) error {
 	tw := newTable(w, 1)
 	fmt.Fprintf(tw, "Rollout:\t%s/%s\n", s.Namespace, s.Name)
-	fmt.Fprintf(tw, "Phase:\t%s\n", orDash(string(s.Phase)))
+	phase := orDash(string(s.Phase))
+	if s.PhaseSince != "" {
+		phase += " (for " + Age(s.PhaseSince) + ")"
+	}
+	fmt.Fprintf(tw, "Phase:\t%s\n", phase)
 	if s.Message != "" {
 		fmt.Fprintf(tw, "Message:\t%s\n", s.Message)
 	}
@@ -35,11 +39,15 @@ func Detail(w io.Writer, s httpapi.RolloutStatus, events []httpapi.Event) error 
 	}
 	fmt.Fprintf(tw, "Canary:\t%s\n", canary)
 	fmt.Fprintf(tw, "Commit:\t%s\n", orDash(s.Commit))
+	fmt.Fprintf(tw, "Age:\t%s\n", Age(s.CreatedAt))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 
 	if err := traffic(w, s); err != nil {
+		return err
+	}
+	if err := clients(w, s.Traffic); err != nil {
 		return err
 	}
 	if err := timeline(w, s.Steps); err != nil {

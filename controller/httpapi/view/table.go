@@ -10,11 +10,11 @@ import (
 // Table writes the `sluice get rollouts` table.
 func Table(w io.Writer, items []httpapi.RolloutStatus) error {
 	tw := newTable(w, 2)
-	fmt.Fprintln(tw, "NAME\tPHASE\tSTEP\tWEIGHTS\tSTABLE\tCANARY\tCOMMIT\tMESSAGE")
+	fmt.Fprintln(tw, "NAME\tPHASE\tSTEP\tWEIGHTS\tSTABLE\tCANARY\tCOMMIT\tAGE\tMESSAGE")
 	for _, s := range items {
-		fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+		fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			s.Namespace, s.Name, orDash(string(s.Phase)), Step(s), Bar(s.Weights, 10),
-			orDash(s.StableVersion), orDash(s.CanaryVersion), orDash(short(s.Commit)), s.Message)
+			orDash(s.StableVersion), orDash(s.CanaryVersion), orDash(short(s.Commit)), Age(s.CreatedAt), s.Message)
 	}
 	return tw.Flush()
 }

@@ -3,6 +3,7 @@ package view
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/httpapi"
@@ -59,5 +60,97 @@ func TestDetailTimeline(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDetailClients checks the per-client lines of `sluice get rollout`:
+// node, locality, transport, ACKed version, current yes/no and the NACK on
+// one line; a cut list says how many there are; none connected says so;
+// a status without the field (the list, an older server) prints nothing.
+func TestDetailClients(t *testing.T) {
+	base := httpapi.RolloutStatus{Namespace: "default", Name: "checkout", Phase: rollout.PhasePaused, StableVersion: "v1",
+		Weights: api.Weights{Stable: 100}, Traffic: rollout.TrafficStatus{Generation: 2, AckedGeneration: 2, Acked: true}}
+	tests := []struct {
+		name    string
+		clients []rollout.ClientStatus
+		count   int
+		want    []string
+		absent  string
+	}{
+		{"two", []rollout.ClientStatus{
+			{Node: "envoy-1", Transport: "delta", Version: "7", Nack: "bad\nroute"},
+			{Node: "grpc-a", Locality: "/zone-a/", Transport: "sotw", Version: "8", Current: true},
+		}, 2, []string{
+			"xDS clients (2):\n  NODE     LOCALITY  TRANSPORT  ACKED  CURRENT  NACK\n",
+			"  envoy-1  -         delta      7      no       bad route\n",
+			"  grpc-a   /zone-a/  sotw       8      yes      -\n",
+		}, ""},
+		{"cut", []rollout.ClientStatus{{Node: "n", Transport: "sotw"}}, 10000, []string{
+			"xDS clients (1 of 10000, those without the current routes first):",
+			"  n     -         sotw       -      no       -",
+		}, ""},
+		{"none", []rollout.ClientStatus{}, 0, []string{"xDS clients: none connected to this sluice"}, ""},
+		{"unknown", nil, 0, nil, "xDS clients"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := base
+			s.Traffic.Clients, s.Traffic.ClientCount = tt.clients, tt.count
+			var b strings.Builder
+			if err := Detail(&b, s, nil); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(b.String(), w) {
+					t.Errorf("output lacks %q:\n%s", w, b.String())
+				}
+			}
+			if tt.absent != "" && strings.Contains(b.String(), tt.absent) {
+				t.Errorf("output has %q:\n%s", tt.absent, b.String())
+			}
+		})
+	}
+}
+
+// TestAges checks the AGE column of `sluice get rollouts` and the age and
+// phase duration of `sluice get rollout`, measured from the status's
+// times as kubectl writes ages; unknown times are "-".
+func TestAges(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	defer func(f func() time.Time) { now = f }(now)
+	now = func() time.Time { return t0 }
+	for ts, want := range map[string]string{
+		"": "-", "garbage": "-",
+		"2026-12-02T09:59:18Z": "42s", "2026-12-02T09:55:00Z": "5m", "2026-12-02T06:59:00Z": "3h",
+		"2026-11-30T09:00:00Z": "2d", "2025-11-01T00:00:00Z": "1y", "2026-12-02T10:00:05Z": "0s",
+	} {
+		if got := Age(ts); got != want {
+			t.Errorf("Age(%q) = %q, want %q", ts, got, want)
+		}
+	}
+	items := []httpapi.RolloutStatus{
+		{Namespace: "default", Name: "a", Phase: rollout.PhaseHealthy, StableVersion: "v1", Weights: api.Weights{Stable: 100}, CreatedAt: "2026-11-30T09:00:00Z"},
+		{Namespace: "default", Name: "b", Phase: rollout.PhaseHealthy, StableVersion: "v1", Weights: api.Weights{Stable: 100}},
+	}
+	var b strings.Builder
+	if err := Table(&b, items); err != nil {
+		t.Fatal(err)
+	}
+	want := "NAME       PHASE    STEP  WEIGHTS             STABLE  CANARY  COMMIT  AGE  MESSAGE\n" +
+		"default/a  Healthy  -     [##########] 100/0  v1      -       -       2d\n" +
+		"default/b  Healthy  -     [##########] 100/0  v1      -       -       -\n"
+	if b.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	s := items[0]
+	s.PhaseSince = "2026-12-02T09:55:00Z"
+	if err := Detail(&b, s, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"Phase:   Healthy (for 5m)\n", "Age:     2d\n"} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("detail lacks %q:\n%s", w, b.String())
+		}
 	}
 }
