@@ -40,7 +40,7 @@ argocompat:
 # lint, goldens, server-side dry run and RBAC on a real control plane.
 .PHONY: chart-test
 chart-test:
-	cd charts/charttest && go vet ./... && go test -count=1 ./...
+	cd charts/charttest && go vet ./... && go test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
