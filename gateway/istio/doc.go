@@ -15,6 +15,11 @@
 // StringMatch, cookie matches with the same cookie-pair regex as the xDS
 // gateway's.
 //
+// Istio's own types (istio.io/api) build the routes sluice adds and read
+// istiod's status; the user's objects themselves are read and patched as
+// unstructured JSON, not as istio.io/client-go's typed objects, whose
+// round trip would rewrite fields sluice does not manage (patch.go).
+//
 // It lives apart from package gateway so that the xDS server does not pull
 // in Kubernetes types, and it imports no controller package (DESIGN §2).
 package istio

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/sluice-dev/sluice/api"
 )
 
@@ -71,22 +73,35 @@ func TestSideOf(t *testing.T) {
 	}
 }
 
-func TestGenerationOf(t *testing.T) {
+// TestIstioStatus: istiod's status read with Istio's own type, whose
+// observedGeneration is a number or (istiod writes int64s the protobuf
+// JSON way) a string; a status that is not istiod's is no status.
+func TestIstioStatus(t *testing.T) {
 	cases := []struct {
-		in     any
+		name   string
+		status any
 		want   int64
 		wantOK bool
 	}{
-		{int64(7), 7, true},
-		{float64(7), 7, true},
-		{"7", 7, true}, // istiod's protobuf JSON
-		{"seven", 0, false},
-		{nil, 0, false},
+		{"number", map[string]any{"observedGeneration": int64(7)}, 7, true},
+		{"float", map[string]any{"observedGeneration": float64(7)}, 7, true},
+		{"string", map[string]any{"observedGeneration": "7"}, 7, true},
+		{"conditions only", map[string]any{"conditions": []any{map[string]any{"type": "Reconciled", "status": "True"}}}, 0, true},
+		{"someone else's", map[string]any{"phase": "Ready"}, 0, false},
+		{"not a number", map[string]any{"observedGeneration": "seven"}, 0, false},
+		{"none", nil, 0, false},
 	}
 	for _, tc := range cases {
-		if got, ok := generationOf(tc.in); got != tc.want || ok != tc.wantOK {
-			t.Errorf("generationOf(%#v) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.wantOK)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			obj := &unstructured.Unstructured{Object: map[string]any{}}
+			if tc.status != nil {
+				obj.Object["status"] = tc.status
+			}
+			st, ok := istioStatus(obj)
+			if ok != tc.wantOK || ok && st.GetObservedGeneration() != tc.want {
+				t.Errorf("istioStatus = %v, %v; want observedGeneration %d, %v", st, ok, tc.want, tc.wantOK)
+			}
+		})
 	}
 }
 

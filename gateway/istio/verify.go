@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/gateway"
+	istioanalysis "istio.io/api/analysis/v1alpha1"
+	istiometa "istio.io/api/meta/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -118,19 +119,15 @@ func (r *Router) check(ctx context.Context, key api.Key, o tokenObject) (verdict
 	if obj.GetGeneration() < o.Generation {
 		return pending, nil
 	}
-	st, ok, _ := unstructured.NestedMap(obj.Object, "status")
-	if !ok || len(st) == 0 {
+	st, ok := istioStatus(obj)
+	if !ok {
 		return noStatus, nil
 	}
-	observed, hasObserved := generationOf(st["observedGeneration"])
-	if _, hasConditions := st["conditions"]; !hasObserved && !hasConditions {
-		return noStatus, nil // a status of someone else's, not istiod's reporting
-	}
-	if !hasObserved || observed < o.Generation {
+	if st.GetObservedGeneration() < o.Generation {
 		return pending, nil
 	}
 	if msg := validationErrors(st); msg != "" {
-		return pending, fmt.Errorf("rollout %s: istiod rejected %s %s/%s at generation %d: %s: %w", key, o.Resource, o.Namespace, o.Name, observed, msg, gateway.ErrNack)
+		return pending, fmt.Errorf("rollout %s: istiod rejected %s %s/%s at generation %d: %s: %w", key, o.Resource, o.Namespace, o.Name, st.GetObservedGeneration(), msg, gateway.ErrNack)
 	}
 	if reconciledAt(st, o.Generation) {
 		return reconciled, nil
@@ -138,31 +135,38 @@ func (r *Router) check(ctx context.Context, key api.Key, o tokenObject) (verdict
 	return pending, nil
 }
 
-// generationOf reads an observedGeneration, which Istio's CRDs declare
-// int-or-string (istiod writes int64s the protobuf JSON way, as strings).
-func generationOf(v any) (int64, bool) {
-	switch g := v.(type) {
-	case int64:
-		return g, true
-	case float64:
-		return int64(g), true
-	case string:
-		n, err := strconv.ParseInt(g, 10, 64)
-		return n, err == nil
+// istioStatus reads the status istiod's status reporting writes, with
+// Istio's own type (its JSON takes observedGeneration as a number or, the
+// protobuf JSON way istiod writes int64s, as a string). false: no status,
+// or one that is not istiod's (neither observedGeneration nor
+// conditions).
+func istioStatus(obj *unstructured.Unstructured) (*istiometa.IstioStatus, bool) {
+	raw, ok := obj.Object["status"]
+	if !ok {
+		return nil, false
 	}
-	return 0, false
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return nil, false
+	}
+	st := &istiometa.IstioStatus{}
+	if err := st.UnmarshalJSON(b); err != nil {
+		return nil, false
+	}
+	if st.GetObservedGeneration() == 0 && len(st.GetConditions()) == 0 {
+		return nil, false
+	}
+	return st, true
 }
 
 // reconciledAt reports a Reconciled condition with status True that is not
-// older than gen (conditions may carry their own observedGeneration).
-func reconciledAt(st map[string]any, gen int64) bool {
-	conds, _ := st["conditions"].([]any)
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] != "Reconciled" || m["status"] != "True" {
+// older than gen (a condition's own observedGeneration, when it has one).
+func reconciledAt(st *istiometa.IstioStatus, gen int64) bool {
+	for _, c := range st.GetConditions() {
+		if c.GetType() != "Reconciled" || c.GetStatus() != "True" {
 			continue
 		}
-		if g, ok := generationOf(m["observedGeneration"]); ok && g < gen {
+		if g := c.GetObservedGeneration(); g != 0 && g < gen {
 			continue
 		}
 		return true
@@ -172,18 +176,14 @@ func reconciledAt(st map[string]any, gen int64) bool {
 
 // validationErrors joins the ERROR-level validation messages of Istio's
 // analysis ("IST0101 ReferencedResourceNotFound (url)").
-func validationErrors(st map[string]any) string {
-	msgs, _ := st["validationMessages"].([]any)
+func validationErrors(st *istiometa.IstioStatus) string {
 	var out []string
-	for _, v := range msgs {
-		m, _ := v.(map[string]any)
-		if m["level"] != "ERROR" {
+	for _, m := range st.GetValidationMessages() {
+		if m.GetLevel() != istioanalysis.AnalysisMessageBase_ERROR {
 			continue
 		}
-		code, _, _ := unstructured.NestedString(m, "type", "code")
-		name, _, _ := unstructured.NestedString(m, "type", "name")
-		s := strings.TrimSpace(code + " " + name)
-		if url, _ := m["documentationUrl"].(string); url != "" {
+		s := strings.TrimSpace(m.GetType().GetCode() + " " + m.GetType().GetName())
+		if url := m.GetDocumentationUrl(); url != "" {
 			s += " (" + url + ")"
 		}
 		out = append(out, s)
