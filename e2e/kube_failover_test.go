@@ -191,6 +191,32 @@ func (h *haRig) startWith(kubeconfig string) *haReplica {
 	return r
 }
 
+// leaderAndFollower pushes spec's v1, starts a leader and then a follower,
+// and returns once the follower's xDS address accepts connections and v1
+// is stable. Clients dial only then: a client refused before any xDS
+// server listens is in gRPC's hands (its wait-for-ready calls fail when
+// routes arrive); the follower binds before it reads the cluster, so its
+// clients wait for routes there (TestFollowerXDSBindsBeforeSync).
+func (h *haRig) leaderAndFollower(spec kubeRollout) (lead, follower *haReplica) {
+	h.t.Helper()
+	h.repo.push("v1", map[string]string{"rollouts/" + spec.Name + ".yaml": spec.yaml()})
+	h.start()
+	lead = h.leader(60 * time.Second)
+	follower = h.start()
+	kubetest.Eventually(h.t, 30*time.Second, "the follower's xDS address accepts connections", func() (bool, string) {
+		conn, err := net.DialTimeout("tcp", follower.xdsAddr, time.Second)
+		if err != nil {
+			return false, err.Error()
+		}
+		conn.Close()
+		return true, ""
+	})
+	waitHA(h.t, h, spec.Namespace+"/"+spec.Name, 60*time.Second, "v1 stable", func(s httpapi.RolloutStatus) bool {
+		return s.Phase == rollout.PhaseHealthy && s.StableVersion == v1
+	})
+	return lead, follower
+}
+
 // holder is the Lease's holder identity.
 func (h *haRig) holder() string {
 	l, err := h.c.Client.CoordinationV1().Leases(h.ns).Get(context.Background(), leader.LeaseName, metav1.GetOptions{})

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/rollout"
 	"github.com/sluice-dev/sluice/gateway/probe"
-	"github.com/sluice-dev/sluice/internal/kubetest"
 )
 
 // TestKubeFollowerServesXDS: with the state in the cluster, a follower
@@ -25,26 +23,7 @@ func TestKubeFollowerServesXDS(t *testing.T) {
 	spec := kubeRollout{Name: "fx", Namespace: h.ns, Host: "fx.e2e", Version: v1, Replicas: 2,
 		Steps: "- setWeight: 50\n- pause: {}\n"}
 	key := h.ns + "/fx"
-	h.repo.push("v1", map[string]string{"rollouts/fx.yaml": spec.yaml()})
-	h.start()
-	lead := h.leader(60 * time.Second)
-	follower := h.start()
-	// Clients dial once the follower's process has bound its xDS address:
-	// a client refused before any xDS server listens is in gRPC's hands
-	// (its wait-for-ready calls fail when routes arrive). The follower
-	// binds before it reads the cluster, so its clients wait for routes
-	// there (TestFollowerXDSBindsBeforeSync).
-	kubetest.Eventually(t, 30*time.Second, "the follower's xDS address accepts connections", func() (bool, string) {
-		conn, err := net.DialTimeout("tcp", follower.xdsAddr, time.Second)
-		if err != nil {
-			return false, err.Error()
-		}
-		conn.Close()
-		return true, ""
-	})
-	waitHA(t, h, key, 60*time.Second, "v1 stable", func(s httpapi.RolloutStatus) bool {
-		return s.Phase == rollout.PhaseHealthy && s.StableVersion == v1
-	})
+	lead, follower := h.leaderAndFollower(spec)
 	// The clients retry a refused backend after 50 ms, not gRPC's 1 s:
 	// this rig starts a pod's backend on the same watch event that shows
 	// sluice the pod Ready, so the clients of whichever replica publishes

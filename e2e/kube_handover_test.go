@@ -15,8 +15,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/xds"
 
-	"github.com/sluice-dev/sluice/controller/httpapi"
-	"github.com/sluice-dev/sluice/controller/rollout"
 	"github.com/sluice-dev/sluice/gateway/probe"
 	"github.com/sluice-dev/sluice/internal/kubetest"
 )
@@ -33,22 +31,7 @@ func TestKubeFollowerHandsXDSOver(t *testing.T) {
 	h := newHARig(t)
 	spec := kubeRollout{Name: "ho", Namespace: h.ns, Host: "ho.e2e", Version: v1, Replicas: 2,
 		Steps: "- setWeight: 50\n- pause: {}\n"}
-	key := h.ns + "/ho"
-	h.repo.push("v1", map[string]string{"rollouts/ho.yaml": spec.yaml()})
-	h.start()
-	lead := h.leader(60 * time.Second)
-	follower := h.start()
-	kubetest.Eventually(t, 30*time.Second, "the follower's xDS address accepts connections", func() (bool, string) {
-		conn, err := net.DialTimeout("tcp", follower.xdsAddr, time.Second)
-		if err != nil {
-			return false, err.Error()
-		}
-		conn.Close()
-		return true, ""
-	})
-	waitHA(t, h, key, 60*time.Second, "v1 stable", func(s httpapi.RolloutStatus) bool {
-		return s.Phase == rollout.PhaseHealthy && s.StableVersion == v1
-	})
+	lead, follower := h.leaderAndFollower(spec)
 	connected := startLoad(t, probe.LoadOptions{XDSServer: follower.xdsAddr, Host: spec.Host, Clients: 2, Rate: 200, NodePrefix: "connected"})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	_, err := connected.WaitFirst(ctx, v1)
