@@ -386,15 +386,11 @@ func (w *routeWorld) grpcShape(t *testing.T, name string) string {
 	}
 	var parts []string
 	for _, rule := range r.Spec.Rules {
-		n := "-"
-		if rule.Name != nil {
-			n = string(*rule.Name)
+		backends := make([]gwv1.BackendRef, len(rule.BackendRefs))
+		for i, b := range rule.BackendRefs {
+			backends[i] = b.BackendRef
 		}
-		var refs []string
-		for _, b := range rule.BackendRefs {
-			refs = append(refs, fmt.Sprintf("%s:%d", b.Name, ptr.Deref(b.Weight, 1)))
-		}
-		parts = append(parts, n+"["+strings.Join(refs, " ")+"]")
+		parts = append(parts, ruleShape(rule.Name, backends))
 	}
 	return strings.Join(parts, " ")
 }

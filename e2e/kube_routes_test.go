@@ -113,22 +113,33 @@ func (w *routeWorld) routeShape(t *testing.T, name string) string {
 	}
 	var parts []string
 	for _, rule := range r.Spec.Rules {
-		n := "-"
-		if rule.Name != nil {
-			n = string(*rule.Name)
+		backends := make([]gwv1.BackendRef, len(rule.BackendRefs))
+		for i, b := range rule.BackendRefs {
+			backends[i] = b.BackendRef
 		}
-		var refs []string
-		for _, b := range rule.BackendRefs {
-			refs = append(refs, fmt.Sprintf("%s:%d", b.Name, ptr.Deref(b.Weight, 1)))
-		}
+		var mirrors []string
 		for _, f := range rule.Filters {
 			if f.RequestMirror != nil {
-				refs = append(refs, fmt.Sprintf("mirror:%s@%d%%", f.RequestMirror.BackendRef.Name, ptr.Deref(f.RequestMirror.Percent, 100)))
+				mirrors = append(mirrors, fmt.Sprintf("mirror:%s@%d%%", f.RequestMirror.BackendRef.Name, ptr.Deref(f.RequestMirror.Percent, 100)))
 			}
 		}
-		parts = append(parts, n+"["+strings.Join(refs, " ")+"]")
+		parts = append(parts, ruleShape(rule.Name, backends, mirrors...))
 	}
 	return strings.Join(parts, " ")
+}
+
+// ruleShape is one rule in routeShape's words: its name ("-" for none)
+// and its backends with weights, then extra (the mirrors).
+func ruleShape(name *gwv1.SectionName, backends []gwv1.BackendRef, extra ...string) string {
+	n := "-"
+	if name != nil {
+		n = string(*name)
+	}
+	var refs []string
+	for _, b := range backends {
+		refs = append(refs, fmt.Sprintf("%s:%d", b.Name, ptr.Deref(b.Weight, 1)))
+	}
+	return n + "[" + strings.Join(append(refs, extra...), " ") + "]"
 }
 
 // virtualService creates the user's VirtualService: a route of their own

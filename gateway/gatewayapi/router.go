@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/gateway"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -230,16 +231,8 @@ const FieldManager = "sluice"
 // an event on the route, so that a step never runs on traffic it did not
 // set. Route changes are found by reading each route every PollInterval.
 func (r *Router) Run(ctx context.Context) error {
-	tick := time.NewTicker(r.opts.PollInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-			r.resync(ctx)
-		}
-	}
+	wait.UntilWithContext(ctx, r.resync, r.opts.PollInterval)
+	return nil
 }
 
 // resync writes the latest traffic of every rollout again where it drifted.

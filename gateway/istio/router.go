@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
@@ -132,16 +133,8 @@ func (r *Router) report(drifts []Drift) {
 // steps, with an Event and OnDrift, rather than at the next step. Objects
 // nobody changed are read and not written.
 func (r *Router) Run(ctx context.Context) error {
-	tick := time.NewTicker(r.driftInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-			r.resyncAll(ctx)
-		}
-	}
+	wait.UntilWithContext(ctx, r.resyncAll, r.driftInterval)
+	return nil
 }
 
 func (r *Router) resyncAll(ctx context.Context) {
