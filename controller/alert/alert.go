@@ -23,6 +23,10 @@ const (
 	// EventRolloutUnmanaged is sent when a rollout's file is deleted: sluice
 	// stops managing it and leaves its last traffic in place.
 	EventRolloutUnmanaged Event = "rollout-unmanaged"
+	// EventStateRecovered is sent when sluice had no record of a rollout
+	// (its state was lost) and rebuilt its position from git or the
+	// cluster: what it found and what it decided.
+	EventStateRecovered Event = "rollout-state-recovered"
 	// EventWritebackSkipped is sent when --git-writeback revert leaves an
 	// aborted canary's version in git because someone changed the rollout
 	// meanwhile (controller/writeback).
@@ -86,7 +90,7 @@ func SeverityOf(e Event) Severity {
 	switch e {
 	case EventRolloutAborted, EventAnalysisFailed, EventAnalysisError, EventStrategyInvalid, EventXDSNack, EventWritebackFailed:
 		return SeverityError
-	case EventRolloutPaused, EventRolloutUnmanaged, EventWritebackSkipped:
+	case EventRolloutPaused, EventRolloutUnmanaged, EventWritebackSkipped, EventStateRecovered:
 		return SeverityWarning
 	}
 	return SeverityInfo

@@ -71,6 +71,10 @@ const (
 	AlertStrategyInvalid  AlertEvent = "strategy-invalid"
 	AlertXDSNack          AlertEvent = "xds-nack"
 	AlertRolloutUnmanaged AlertEvent = "rollout-unmanaged"
+	// AlertStateRecovered: sluice had no record of the rollout (its state
+	// was lost) and rebuilt its position from git or the cluster
+	// (recover.go).
+	AlertStateRecovered AlertEvent = "rollout-state-recovered"
 )
 
 // Severity of an alert.
@@ -88,7 +92,7 @@ func SeverityOf(e AlertEvent) Severity {
 	switch e {
 	case AlertRolloutAborted, AlertAnalysisFailed, AlertAnalysisError, AlertStrategyInvalid, AlertXDSNack:
 		return SeverityError
-	case AlertRolloutPaused, AlertRolloutUnmanaged:
+	case AlertRolloutPaused, AlertRolloutUnmanaged, AlertStateRecovered:
 		return SeverityWarning
 	}
 	return SeverityInfo

@@ -112,6 +112,10 @@ func (m *machine) command(c Command) {
 			case HoldProgressDeadline:
 				// The wait for pods goes on with a fresh deadline.
 				m.releaseDeadline()
+			case HoldRecovered:
+				// The recovered step's window (pause or analysis) runs
+				// again, once its traffic is ACKed: nothing is skipped.
+				m.s.Hold = nil
 			}
 		}
 		m.advance()

@@ -311,6 +311,13 @@ func (h *harness) run(line string) ([]string, error) {
 			c.ResumeStep = &r
 		}
 		ev = c
+	case "recover":
+		// recover STABLE [CANARY] source=git|cluster [step=N weight=W]:
+		// the daemon found STABLE serving stable traffic (and CANARY).
+		ev, err = recoverEvent(h.specs, words[1:], kv)
+		if err != nil {
+			return nil, err
+		}
 	case "remove":
 		ev = Change{Commit: kv["commit"], Class: ClassRemoved}
 	case "invalid":
@@ -588,4 +595,34 @@ func TestParseArgs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// recoverEvent builds the Recovered of a "recover" line.
+func recoverEvent(specs map[string]*api.Rollout, names []string, kv map[string]string) (Recovered, error) {
+	e := Recovered{Commit: kv["commit"], Source: RecoverySource(kv["source"]), Step: -1, Found: kv["found"]}
+	if e.Commit == "" {
+		e.Commit = "commit-recovered"
+	}
+	var ok bool
+	if len(names) == 0 {
+		return e, fmt.Errorf("recover needs a stable spec")
+	}
+	if e.Stable, ok = specs[names[0]]; !ok {
+		return e, fmt.Errorf("no spec %s", names[0])
+	}
+	if len(names) > 1 {
+		if e.Canary, ok = specs[names[1]]; !ok {
+			return e, fmt.Errorf("no spec %s", names[1])
+		}
+	}
+	for key, dst := range map[string]*int32{"step": &e.Step, "weight": &e.Weight} {
+		if v, set := kv[key]; set {
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil {
+				return e, fmt.Errorf("%s: %w", key, err)
+			}
+			*dst = int32(n)
+		}
+	}
+	return e, nil
 }

@@ -39,6 +39,8 @@ func Step(state State, ev Event) (State, []Action) {
 		m.podsReady(e)
 	case SlotGranted:
 		m.slotGranted()
+	case Recovered:
+		m.recovered(e)
 	}
 	m.flushTraffic()
 	m.flushWorkloads(m.rescale)

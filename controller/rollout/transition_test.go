@@ -37,6 +37,7 @@ var (
 	pNacked      = append(pAwaitAck[:len(pAwaitAck):len(pAwaitAck)], "nack reason=bad")
 	pRemoved     = append(pTimedPause[:len(pTimedPause):len(pTimedPause)], "remove commit=ccccccc3")
 	pBgHold      = append(pFinalPause[:len(pFinalPause):len(pFinalPause)], "result run=background phase=Inconclusive")
+	pRecovered   = append(pSpecs[:len(pSpecs):len(pSpecs)], `recover v1 v2 source=cluster step=2 weight=20 commit=bbbbbbb2`, "ack")
 	// Under a limit on concurrent canaries (queue.go).
 	pQueued        = append(pHealthy[:len(pHealthy):len(pHealthy)], "change v2 commit=bbbbbbb2 ticket=5")
 	pQueuedPending = append(pQueued[:len(pQueued):len(pQueued)], `change v3 commit=ccccccc3 ticket=6 risky="weight jump"`)
@@ -197,6 +198,15 @@ func TestTransitions(t *testing.T) {
 		{"retry re-runs an inconclusive background", pBgHold, "retry", PhasePaused, 4, 50, false, []string{"start-analysis:background"}},
 		{"new version without a slot queues", pHealthy, "change v2 commit=bbbbbbb2 ticket=5", PhaseProgressing, 5, 0, false, []string{}},
 		{"slot starts the queued canary", pQueued, "slot", PhaseProgressing, 0, 20, false, []string{"set-traffic", "rollout-started"}},
+		{"recovery from git re-runs the canary from step 1", pSpecs, `recover v1 v2 source=git commit=bbbbbbb2`, PhaseProgressing, 0, 20, false, []string{"set-traffic", "rollout-state-recovered", "rollout-started"}},
+		{"recovery from the cluster holds the canary at its step", pSpecs, `recover v1 v2 source=cluster step=3 weight=50 commit=bbbbbbb2`, PhasePaused, 3, 50, false, []string{"set-traffic", "rollout-state-recovered"}},
+		{"recovery holds before a step above the weight found", pSpecs, `recover v1 v2 source=cluster step=3 weight=20 commit=bbbbbbb2`, PhasePaused, 3, 20, false, []string{"set-traffic", "rollout-state-recovered"}},
+		{"recovery of a canary before its first weight holds at 0", pSpecs, `recover v1 v2 source=cluster step=0 weight=0 commit=bbbbbbb2`, PhasePaused, 0, 0, false, []string{"set-traffic", "rollout-state-recovered"}},
+		{"recovery finding only the stable keeps it", pSpecs, `recover v2 source=cluster commit=bbbbbbb2`, PhaseProgressing, 5, 0, false, []string{"set-traffic", "rollout-state-recovered"}},
+		{"resume after recovery runs the step's window again", pRecovered, "resume", PhaseProgressing, 2, 20, false, []string{"start-analysis:background", "start-analysis:step"}},
+		{"promote after recovery completes the step", pRecovered, "promote", PhaseProgressing, 3, 50, false, []string{"set-traffic", "start-analysis:background", "step-completed"}},
+		{"abort after recovery goes back to stable", pRecovered, "abort", PhaseProgressing, 2, 0, true, []string{"set-traffic", "rollout-aborted"}},
+		{"recovery with a record is a plain change", pTimedPause, `recover v1 v3 source=git commit=ccccccc3`, PhaseProgressing, 0, 20, false, []string{"set-traffic", "cancel-timer", "rollout-started"}},
 		{"slot without a queued canary ignored", pTimedPause, "slot", PhasePaused, 1, 20, false, nil},
 		{"queued: newer version keeps the place", pQueued, "change v3 commit=ccccccc3 ticket=9", PhaseProgressing, 5, 0, false, []string{}},
 		{"queued: the stable version drops the queue", pQueued, "change v1 commit=ccccccc3 ticket=9", PhaseHealthy, 5, 0, false, []string{}},
