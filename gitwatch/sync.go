@@ -209,10 +209,8 @@ func (w *Watcher) emit(ctx context.Context, repo *git.Repository, head plumbing.
 			return err
 		}
 		rev.Fetch = fetched
-		select {
-		case out <- rev:
-		case <-ctx.Done():
-			return fmt.Errorf("%w: %w", errSend, ctx.Err())
+		if err := w.send(ctx, repo, out, rev); err != nil {
+			return err
 		}
 		w.last, w.lastSet, w.lastDir = s.commit.Hash, rev.Set, dir
 		w.mu.Lock()
@@ -222,6 +220,21 @@ func (w *Watcher) emit(ctx context.Context, repo *git.Repository, head plumbing.
 			"changed", rev.Changed, "forcePush", rev.ForcePush)
 	}
 	return nil
+}
+
+// send hands rev out, answering Recall requests while it waits: the
+// daemon may recall while it applies the previous Revision.
+func (w *Watcher) send(ctx context.Context, repo *git.Repository, out chan<- Revision, rev Revision) error {
+	for {
+		select {
+		case out <- rev:
+			return nil
+		case req := <-w.recall:
+			w.answerRecall(repo, req)
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", errSend, ctx.Err())
+		}
+	}
 }
 
 // plan lists the commits to hand out: the head alone on a first run or

@@ -93,6 +93,11 @@ type Watcher struct {
 	lastDir plumbing.Hash // hash of the --path tree at last; zero if absent
 	// loader re-parses only the strategy files a commit changed.
 	loader *api.Loader
+	// recall takes Recall requests (recall.go); recallLoader and
+	// recallSets serve them.
+	recall       chan recallRequest
+	recallLoader *api.Loader
+	recallSets   []recallEntry
 
 	mu     sync.Mutex
 	status Status
@@ -116,6 +121,9 @@ func New(opts Options) (*Watcher, error) {
 		branch:  cfg.Branch,
 		last:    plumbing.NewHash(cfg.LastCommit),
 		loader:  newLoader(opts),
+		recall:  make(chan recallRequest),
+		// Its own loader: the watcher's is tuned to the head's files.
+		recallLoader: newLoader(opts),
 	}
 	w.status = Status{Repo: cfg.display, Branch: cfg.Branch, LastCommit: cfg.LastCommit}
 	return w, nil
@@ -165,14 +173,27 @@ func (w *Watcher) Run(ctx context.Context, out chan<- Revision) error {
 		} else {
 			failures = 0
 		}
-		t := time.NewTimer(delay)
+		if !w.idle(ctx, delay) {
+			return ctx.Err()
+		}
+	}
+}
+
+// idle waits delay or a Trigger between polls, answering Recall requests
+// meanwhile; false when ctx ended.
+func (w *Watcher) idle(ctx context.Context, delay time.Duration) bool {
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	for {
 		select {
 		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
+			return false
 		case <-t.C:
+			return true
 		case <-w.trigger:
-			t.Stop()
+			return true
+		case req := <-w.recall:
+			w.answerRecall(w.cache.repo, req)
 		}
 	}
 }
