@@ -129,6 +129,7 @@ keys (lists for repeatable flags); flags on the command line win.`,
 	f.BoolVar(&o.SchedulePods, "schedule-pods", true, "with --kubernetes, place the pods with sluice's graph scheduler (schedulerName sluice); false leaves them to kube-scheduler")
 	f.BoolVar(&o.LeaderElect, "leader-elect", false, "with --kubernetes, act only while holding the Lease sluice-leader in --namespace (one leader among replicas)")
 	f.StringVar(&o.StateStore, "state-store", daemon.StateStoreBbolt, "where the state lives: bbolt (a file in --state-dir) or kubernetes (SluiceRollout objects and a ConfigMap; needs --kubernetes)")
+	f.StringVar(&o.RecoverFrom, "recover-from", "", "after a state loss, where a rollout sluice has no record of is recovered from: cluster (its ReplicaSets, then git; the default with --kubernetes), git (the file's history; the default otherwise) or none (the version in git becomes stable at once)")
 	f.StringVar(&o.Namespace, "namespace", "", "sluice's own namespace, for the leader Lease and the state ConfigMap (default $POD_NAMESPACE, else default)")
 	f.StringSliceVar(&o.WatchNamespaces, "watch-namespaces", nil, "with --kubernetes, the only namespaces sluice runs rollouts in (comma-separated or repeated; default: all); rollouts elsewhere are rejected")
 	f.StringVar(&o.configFile, "config", "", "YAML file with the same settings")

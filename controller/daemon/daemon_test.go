@@ -125,11 +125,19 @@ type running struct {
 
 func (w *world) start() *running {
 	w.t.Helper()
-	d, err := New(Options{
+	return w.startWith(func(*Options) {})
+}
+
+// startWith starts a daemon with the test's options changed by edit.
+func (w *world) startWith(edit func(*Options)) *running {
+	w.t.Helper()
+	o := Options{
 		Repo: w.bare, StateDir: w.stateDir, Interval: 100 * time.Millisecond,
 		XDSAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", AckTimeout: 2 * time.Second,
 		Logger: slog.New(slog.DiscardHandler),
-	})
+	}
+	edit(&o)
+	d, err := New(o)
 	if err != nil {
 		w.t.Fatal(err)
 	}

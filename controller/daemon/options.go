@@ -129,6 +129,10 @@ type Options struct {
 	// StateDir, the default) or StateStoreKubernetes (SluiceRollout objects
 	// and a ConfigMap; needs Kubernetes).
 	StateStore string
+	// RecoverFrom is where a rollout sluice has no record of is recovered
+	// from: RecoverFromCluster (Kubernetes mode's default), RecoverFromGit
+	// (standalone's) or RecoverFromNone (recover.go).
+	RecoverFrom string
 	// Namespace is sluice's own namespace (the Lease, the state
 	// ConfigMap); "" means $POD_NAMESPACE, else "default".
 	Namespace string
@@ -219,6 +223,9 @@ func (o *Options) defaults() error {
 	if o.LeaderElect && !o.Kubernetes {
 		return errors.New("--leader-elect needs --kubernetes")
 	}
+	if err := o.recoverFromDefault(); err != nil {
+		return err
+	}
 	if o.XDSTLS.ClientCAFile != "" && o.XDSTLS.CertFile == "" {
 		return errors.New("--xds-client-ca needs --xds-tls-cert and --xds-tls-key")
 	}
@@ -227,6 +234,28 @@ func (o *Options) defaults() error {
 	}
 	if len(o.WatchNamespaces) > 0 && !o.Kubernetes {
 		return errors.New("--watch-namespaces needs --kubernetes")
+	}
+	return nil
+}
+
+// recoverFromDefault fills and checks RecoverFrom.
+func (o *Options) recoverFromDefault() error {
+	switch o.RecoverFrom {
+	case "":
+		o.RecoverFrom = RecoverFromGit
+		if o.Kubernetes {
+			o.RecoverFrom = RecoverFromCluster
+		}
+	case RecoverFromCluster:
+		if !o.Kubernetes {
+			return errors.New("--recover-from cluster needs --kubernetes: standalone mode has no cluster to read (use git)")
+		}
+	case RecoverFromGit, RecoverFromNone:
+	default:
+		return fmt.Errorf("--recover-from must be %s, %s or %s, got %q", RecoverFromCluster, RecoverFromGit, RecoverFromNone, o.RecoverFrom)
+	}
+	if o.RecoverFrom == RecoverFromNone {
+		o.Logger.Warn("--recover-from none: after a state loss the version at the head of git becomes stable at 100 % at once, without its steps or analysis")
 	}
 	return nil
 }

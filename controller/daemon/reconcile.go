@@ -27,9 +27,14 @@ func (d *Daemon) apply(ctx context.Context, rev gitwatch.Revision) error {
 	}
 	if rev.Replay {
 		// The commit in force, read again after a restart: its effects are
-		// in the store already; only its templates were missing.
+		// in the store already; only its templates were missing, and the
+		// records of rollouts that were lost meanwhile.
 		d.templates.update(rev.Set)
-		return nil
+		lost := d.lostOnReplay(rev.Commit, rev.Set)
+		if err := d.recoverLost(ctx, rev.Commit, lost); err != nil {
+			return err
+		}
+		return d.doAll(ctx, rev.Commit, lost)
 	}
 	if !rev.Changed && rev.OldCommit != "" && d.templates.current() != nil {
 		return nil
@@ -62,6 +67,9 @@ func (d *Daemon) apply(ctx context.Context, rev gitwatch.Revision) error {
 	// Rejected rollouts that the diff did not mention.
 	for key, diags := range rejected {
 		events = append(events, runner.KeyedEvent{Key: key, Event: rollout.Invalid{Commit: rev.Commit, Errors: diags}})
+	}
+	if err := d.recoverLost(ctx, rev.Commit, events); err != nil {
+		return err
 	}
 	return d.doAll(ctx, rev.Commit, events)
 }

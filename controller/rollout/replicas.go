@@ -151,7 +151,7 @@ func (s State) desiredSets() []WorkloadSet {
 	}
 	sets := []WorkloadSet{{Role: RoleStable, Version: s.StableVersion, Hash: s.StableHash, Replicas: s.stableReplicas(), Spec: stableSpec}}
 	if s.canaryServed() && s.CanaryHash != "" && s.CanaryHash != s.StableHash {
-		sets = append(sets, WorkloadSet{Role: RoleCanary, Version: s.CanaryVersion, Hash: s.CanaryHash, Replicas: s.canaryReplicas(), Spec: s.Spec})
+		sets = append(sets, WorkloadSet{Role: RoleCanary, Version: s.CanaryVersion, Hash: s.CanaryHash, Replicas: s.canaryReplicas(), Spec: s.Spec, At: s.canaryAt()})
 	}
 	if h, ok := s.baseline(); ok {
 		sets = append(sets, WorkloadSet{Role: RoleBaseline, Version: s.StableVersion, Hash: h, Replicas: s.baselineReplicas(h), Spec: stableSpec})
@@ -165,6 +165,21 @@ func (s State) desiredSets() []WorkloadSet {
 		}
 	}
 	return sets
+}
+
+// canaryAt is the canary's position, written on its ReplicaSet.
+func (s State) canaryAt() *Position {
+	return &Position{Step: s.StepIndex, Weight: s.Weights.Canary}
+}
+
+// markedAt is the position on the canary's set among sets, nil when none.
+func markedAt(sets []WorkloadSet) *Position {
+	for _, w := range sets {
+		if w.Role == RoleCanary {
+			return w.At
+		}
+	}
+	return nil
 }
 
 func hasHash(sets []WorkloadSet, hash string) bool {
@@ -193,6 +208,10 @@ func (m *machine) flushWorkloads(force bool) {
 	}
 	changed := !reflect.DeepEqual(withoutPods(status), withoutPods(m.s.Workloads))
 	m.s.Workloads = status
+	if at := markedAt(sets); !reflect.DeepEqual(at, m.s.Marked) {
+		// The canary moved: its ReplicaSet says so before anything else.
+		m.s.Marked, changed = at, true
+	}
 	m.prunePods()
 	if !changed && !force || m.s.StableHash == "" {
 		return

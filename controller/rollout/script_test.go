@@ -443,6 +443,9 @@ func formatAction(a Action) string {
 		s := fmt.Sprintf("scale-workloads gen=%d", a.Gen)
 		for _, w := range a.Sets {
 			s += fmt.Sprintf(" %s=%s:%s:%d", w.Role, w.Version, w.Hash, w.Replicas)
+			if w.At != nil {
+				s += fmt.Sprintf("@step%d/%d%%", w.At.Step, w.At.Weight)
+			}
 		}
 		return s
 	case SetTraffic:

@@ -248,6 +248,10 @@ type State struct {
 	// pods, for status; WorkloadGen numbers ScaleWorkloads actions.
 	Workloads   []WorkloadStatus `json:"workloads,omitempty"`
 	WorkloadGen uint64           `json:"workloadGen,omitempty"`
+	// Marked is the canary position the last ScaleWorkloads wrote on the
+	// canary's ReplicaSet: a new position is written as soon as it is
+	// reached (WorkloadSet.At).
+	Marked *Position `json:"marked,omitempty"`
 }
 
 // Steps are the steps of the spec in force.

@@ -24,6 +24,16 @@ type WorkloadSet struct {
 	Replicas int32  `json:"replicas"`
 	// Spec is the rollout whose template builds this version's pods.
 	Spec *api.Rollout `json:"spec"`
+	// At is where the canary stands, on the canary's set only: the
+	// actuator writes it on the ReplicaSet, and after a state loss it
+	// tells how far the canary had got (recover.go).
+	At *Position `json:"at,omitempty"`
+}
+
+// Position is a canary's step index and the canary weight of its traffic.
+type Position struct {
+	Step   int32 `json:"step"`
+	Weight int32 `json:"weight"`
 }
 
 // ScaleWorkloads (Kubernetes mode) asks the workload actuator to run

@@ -28,6 +28,11 @@ const (
 	// out of ScaleWorkloads.Sets (scaled to 0, kept as history).
 	AnnotationRole = "sluice.io/role"
 	RoleInactive   = "inactive"
+	// AnnotationStep and AnnotationWeight are, on the canary's ReplicaSet,
+	// the canary's step index and canary weight, rewritten as the canary
+	// moves: after a state loss they tell how far it had got (recall.go).
+	AnnotationStep   = "sluice.io/step"
+	AnnotationWeight = "sluice.io/canary-weight"
 )
 
 // SchedulerName is the pods' schedulerName when Options.SchedulePods is

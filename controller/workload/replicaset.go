@@ -61,16 +61,27 @@ func replicaSetApplyBeside(namespace, rolloutName string, step applyStep, schedu
 	}
 	return appsv1ac.ReplicaSet(step.Name, namespace).
 		WithLabels(ours).
-		WithAnnotations(map[string]string{
-			AnnotationVersion:  s.Version,
-			AnnotationRevision: strconv.FormatInt(step.Revision, 10),
-			AnnotationRole:     string(s.Role),
-		}).
+		WithAnnotations(setAnnotations(s, step.Revision)).
 		WithSpec(appsv1ac.ReplicaSetSpec().
 			WithReplicas(s.Replicas).
 			WithMinReadySeconds(spec.MinReadySeconds).
 			WithSelector(selectorApply(spec.Selector, s.Hash)).
 			WithTemplate(template)), nil
+}
+
+// setAnnotations are the ReplicaSet's annotations: version, revision,
+// role and, on the canary's, its position.
+func setAnnotations(s rollout.WorkloadSet, revision int64) map[string]string {
+	a := map[string]string{
+		AnnotationVersion:  s.Version,
+		AnnotationRevision: strconv.FormatInt(revision, 10),
+		AnnotationRole:     string(s.Role),
+	}
+	if s.At != nil {
+		a[AnnotationStep] = strconv.Itoa(int(s.At.Step))
+		a[AnnotationWeight] = strconv.Itoa(int(s.At.Weight))
+	}
+	return a
 }
 
 // isBaseline reports whether s runs the baseline of its spec's version:
