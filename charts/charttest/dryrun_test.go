@@ -26,16 +26,17 @@ import (
 )
 
 // TestServerSideDryRun: the real kube-apiserver accepts every object the
-// chart renders (server-side apply, dryRun=All), with default values and
-// with every feature on. The chart's CRDs (charts/sluice/crds) are applied
-// for real first, and a schema-less stand-in for the ServiceMonitor CRD.
+// chart renders (server-side apply, dryRun=All), with default values, with
+// every feature on, and with the state in bbolt on a claim the chart
+// creates. The chart's CRDs (charts/sluice/crds) are applied for real
+// first, and a schema-less stand-in for the ServiceMonitor CRD.
 func TestServerSideDryRun(t *testing.T) {
 	c := kubetest.Shared(t)
 	applyCRDFile(t, c, "testdata/servicemonitor-crd.yaml")
 	for _, crd := range chartCRDFiles(t) {
 		applyCRDFile(t, c, crd)
 	}
-	for _, name := range []string{"default", "full"} {
+	for _, name := range []string{"default", "full", "bbolt"} {
 		t.Run(name, func(t *testing.T) {
 			ns := c.Namespace(t)
 			vals := loadValues(t, "values-"+name+".yaml")

@@ -12,9 +12,10 @@ import (
 )
 
 // TestLint: `helm lint` (strict: warnings fail too) finds nothing with the
-// values a user must give, nor with every feature on.
+// values a user must give, with every feature on, nor with the state in
+// bbolt on a claim.
 func TestLint(t *testing.T) {
-	for _, file := range []string{"values-default.yaml", "values-full.yaml"} {
+	for _, file := range []string{"values-default.yaml", "values-full.yaml", "values-bbolt.yaml"} {
 		t.Run(file, func(t *testing.T) {
 			lint := action.NewLint()
 			lint.Strict = true
@@ -36,7 +37,7 @@ func TestLint(t *testing.T) {
 // TestGolden compares the rendered manifests and notes with
 // testdata/golden (go test -update rewrites them; review the diff).
 func TestGolden(t *testing.T) {
-	for _, name := range []string{"default", "full"} {
+	for _, name := range []string{"default", "full", "bbolt"} {
 		t.Run(name, func(t *testing.T) {
 			r, err := render(t, "sluice-system", loadValues(t, "values-"+name+".yaml"))
 			if err != nil {
@@ -102,6 +103,22 @@ func TestRenderRefuses(t *testing.T) {
 		{"no repository", func(v map[string]any) { v["git"] = map[string]any{} }, "git.repo is required"},
 		{"no API token", func(v map[string]any) { v["api"] = map[string]any{} }, "api.existingSecret is required"},
 		{"bbolt with two replicas", func(v map[string]any) { v["stateStore"] = "bbolt" }, "stateStore bbolt keeps state in one pod"},
+		{"bbolt with leader election", func(v map[string]any) {
+			v["stateStore"], v["replicaCount"] = "bbolt", 1
+			v["persistence"] = map[string]any{"create": true}
+		}, "stateStore bbolt cannot be used with leader election"},
+		{"bbolt without a claim", func(v map[string]any) {
+			v["stateStore"], v["replicaCount"], v["leaderElection"] = "bbolt", 1, map[string]any{"enabled": false}
+		}, "stateStore bbolt needs a PersistentVolumeClaim for its state: on an emptyDir a restarted pod has no record of its rollouts"},
+		{"bbolt with a storage class but no claim", func(v map[string]any) {
+			v["stateStore"], v["replicaCount"], v["leaderElection"] = "bbolt", 1, map[string]any{"enabled": false}
+			v["persistence"] = map[string]any{"storageClass": "fast-ssd"}
+		}, "set persistence.existingClaim to a claim in the release's namespace, or persistence.create=true"},
+		{"bbolt with both claims", func(v map[string]any) {
+			v["stateStore"], v["replicaCount"], v["leaderElection"] = "bbolt", 1, map[string]any{"enabled": false}
+			v["persistence"] = map[string]any{"existingClaim": "sluice-data", "create": true}
+		}, "persistence.existingClaim and persistence.create exclude each other"},
+		{"claim size without a unit", func(v map[string]any) { v["persistence"] = map[string]any{"size": "2 GB"} }, "size"},
 		{"unknown state store", func(v map[string]any) { v["stateStore"] = "etcd" }, "stateStore"},
 		{"ssh without a Secret", func(v map[string]any) {
 			v["git"].(map[string]any)["auth"] = map[string]any{"type": "ssh"}

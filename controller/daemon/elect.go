@@ -24,11 +24,12 @@ import (
 // rollouts, analysis, the scheduler and alerts, with every write to the
 // cluster state fenced by the lease. The daemon is built when leadership
 // begins, so it starts from the stored state exactly as a restart does.
-// While following with the state in the cluster, the replica serves xDS
-// and the read API from the leader's records (followerXDS, followerAPI),
-// is Ready once it does, and refuses writes with 503 naming the leader;
-// with bbolt it answers /healthz only (/readyz 503: not the leader). On
-// becoming leader it hands its bound HTTP listener to the daemon (handoff).
+// The state must be in the cluster (Options.defaults refuses bbolt: the
+// next leader would find no record). While following, the replica serves
+// xDS and the read API from the leader's records (followerXDS,
+// followerAPI), is Ready once it does, and refuses writes with 503 naming
+// the leader. On becoming leader it hands its bound HTTP listener to the
+// daemon (handoff).
 //
 // It returns leader.ErrLostLeadership when the lease was lost: the process
 // should exit, and its restart campaigns again as a follower.

@@ -123,7 +123,8 @@ type Options struct {
 	WatchNamespaces []string
 
 	// LeaderElect runs the daemon only while this replica holds the Lease
-	// (RunElected); needs Kubernetes.
+	// (RunElected); needs Kubernetes and StateStoreKubernetes (a bbolt
+	// store per replica would leave the next leader without records).
 	LeaderElect bool
 	// StateStore is where the state lives: StateStoreBbolt (a file in
 	// StateDir, the default) or StateStoreKubernetes (SluiceRollout objects
@@ -222,6 +223,12 @@ func (o *Options) defaults() error {
 	}
 	if o.LeaderElect && !o.Kubernetes {
 		return errors.New("--leader-elect needs --kubernetes")
+	}
+	if o.LeaderElect && o.StateStore != StateStoreKubernetes {
+		// The only other store is bbolt: a file per replica.
+		return errors.New("--leader-elect needs --state-store kubernetes: with bbolt each replica has its own store, " +
+			"so after a failover the new leader finds no record of any rollout: it has to rebuild every one from the cluster " +
+			"and git, holding in-flight canaries and losing pauses, approvals and aborts; set --state-store kubernetes")
 	}
 	if err := o.recoverFromDefault(); err != nil {
 		return err

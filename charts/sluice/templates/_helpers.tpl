@@ -41,6 +41,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- end }}
 
+{{/* The PersistentVolumeClaim of the state volume (stateStore bbolt). */}}
+{{- define "sluice.stateClaim" -}}
+{{- default (printf "%s-state" (include "sluice.fullname" .)) .Values.persistence.existingClaim }}
+{{- end }}
+
 {{- define "sluice.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
@@ -55,8 +60,19 @@ Checks that need more than one value (the schema checks single values).
 {{- if and (not .Values.api.existingSecret) (not .Values.api.insecure) }}
 {{- fail "api.existingSecret is required (a Secret with key \"token\"): the HTTP API listens on the pod IP; set api.insecure=true to serve it without a token" }}
 {{- end }}
-{{- if and (eq .Values.stateStore "bbolt") (gt (int .Values.replicaCount) 1) }}
+{{- if eq .Values.stateStore "bbolt" }}
+{{- if gt (int .Values.replicaCount) 1 }}
 {{- fail "stateStore bbolt keeps state in one pod: set replicaCount to 1, or use stateStore kubernetes" }}
+{{- end }}
+{{- if .Values.leaderElection.enabled }}
+{{- fail "stateStore bbolt cannot be used with leader election: a new leader would find no record of the rollouts in its own empty store and take an in-flight canary's version as new (sluice run refuses --leader-elect without --state-store kubernetes); set leaderElection.enabled=false, or use stateStore kubernetes" }}
+{{- end }}
+{{- if and .Values.persistence.existingClaim .Values.persistence.create }}
+{{- fail "persistence.existingClaim and persistence.create exclude each other: name an existing claim, or let the chart create one" }}
+{{- end }}
+{{- if not (or .Values.persistence.existingClaim .Values.persistence.create) }}
+{{- fail "stateStore bbolt needs a PersistentVolumeClaim for its state: on an emptyDir a restarted pod has no record of its rollouts and would take an in-flight canary's version as new; set persistence.existingClaim to a claim in the release's namespace, or persistence.create=true (with persistence.storageClass, \"\" for the cluster's default class, and persistence.size), or use stateStore kubernetes" }}
+{{- end }}
 {{- end }}
 {{- if and (ne .Values.git.auth.type "none") (not .Values.git.auth.existingSecret) }}
 {{- fail (printf "git.auth.existingSecret is required with git.auth.type %s" .Values.git.auth.type) }}
