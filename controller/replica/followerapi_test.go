@@ -1,4 +1,4 @@
-package daemon
+package replica
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/daemon"
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/rollout"
 	"github.com/sluice-dev/sluice/gateway"
@@ -191,7 +192,7 @@ func TestFollowerHTTP(t *testing.T) {
 			if tt.serving {
 				tt.view.serving(func() bool { return true })
 			}
-			f, err := serveFollower(Options{HTTPAddr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)}, tt.view)
+			f, err := serveFollower(daemon.Options{HTTPAddr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)}, tt.view)
 			if err != nil {
 				t.Fatal(err)
 			}

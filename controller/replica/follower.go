@@ -1,0 +1,90 @@
+package replica
+
+import (
+	"context"
+	"net"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/sluice-dev/sluice/controller/daemon"
+	election "github.com/sluice-dev/sluice/controller/leader"
+)
+
+// follower is a replica's work while another replica leads: it serves,
+// read only, what the leader wrote into the cluster. With the state in
+// the cluster that is xDS built from the leader's records (followerXDS),
+// whose clients' ACKs it reports to the leader (ackReporter), and the
+// read API on the same records, which refuses writes naming the leader
+// (followerAPI), on its own HTTP server with its own /metrics
+// (followerHTTP). With the state in bbolt, which only the leader can
+// read, it answers health checks only and is not Ready.
+type follower struct {
+	http *followerHTTP
+	xds  *followerXDS // nil with the state in bbolt
+}
+
+// startFollower binds the HTTP address and, with the state in the
+// cluster, the xDS address, and serves them; it returns once the records
+// are read (or followerSyncTimeout passed).
+func startFollower(ctx context.Context, opts daemon.Options, cfg *rest.Config, elector *election.Elector) (*follower, error) {
+	var view *followerAPI
+	if opts.StateStore == daemon.StateStoreKubernetes {
+		view = newFollowerAPI(elector.Leader)
+	}
+	h, err := serveFollower(opts, view)
+	if err != nil {
+		return nil, err
+	}
+	f := &follower{http: h}
+	if view == nil {
+		return f, nil
+	}
+	if f.xds, err = startFollowerXDS(ctx, opts, cfg, elector.Identity(), opts.Logger, h.registry, view); err != nil {
+		h.stop()
+		return nil, err
+	}
+	return f, nil
+}
+
+// sockets are a follower's bound addresses, still open, for the leader's
+// daemon: a client that dials the replica while it changes roles waits
+// in a backlog instead of being refused.
+type sockets struct {
+	http net.Listener // serves the follower's requests until the daemon's server accepts (handoff)
+	xds  net.Listener // nil with the state in bbolt: the daemon binds the xDS address
+}
+
+// handOver ends the follower's xDS serving and hands both sockets over.
+// The follower's HTTP server answers until the daemon's first Accept,
+// then lets its connections go (followerHTTP.release).
+func (f *follower) handOver() (sockets, error) {
+	var s sockets
+	if f.xds != nil {
+		xds, err := f.xds.handover()
+		if err != nil {
+			return sockets{}, err
+		}
+		s.xds = xds
+	}
+	s.http = f.http.handoff.leader()
+	return s, nil
+}
+
+// stop ends following; a socket handed over stays the leader's. Calling
+// it again is harmless.
+func (f *follower) stop() {
+	if f.xds != nil {
+		f.xds.stop()
+	}
+	f.http.stop()
+}
+
+// addrs are the bound HTTP and xDS addresses, for the log ("" xds with
+// the state in bbolt).
+func (f *follower) addrs() (http, xds string) {
+	http = f.http.handoff.lis.Addr().String()
+	if f.xds != nil {
+		xds = f.xds.addr.String()
+	}
+	return http, xds
+}
