@@ -52,16 +52,9 @@ func (m *machine) change(c Change) {
 
 // first makes the first version ever seen stable at 100 %.
 func (m *machine) first(commit string, r *api.Rollout) {
-	m.s.Spec = r
-	m.s.Commit = commit
-	m.s.StableVersion = r.Version
-	m.s.StableHash = specHash(r)
-	m.s.StableSpec = r
+	m.adoptStable(commit, r)
 	m.s.CanaryVersion = ""
 	m.s.BaselineHash = ""
-	m.s.Weights = api.CanaryWeights(0)
-	m.s.StepIndex = m.s.StepCount()
-	m.s.Cursor = CursorDone
 	if m.s.kubernetes() {
 		// The first traffic waits for the first version's pods.
 		m.clearWait()
