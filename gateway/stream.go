@@ -47,7 +47,7 @@ type stream struct {
 // calls waiting for routes (gRFC A57; grpc-go's xdsclient reports it to
 // every watcher); one that got a response only reconnects, and finds the
 // next server (a follower hands its socket to the leader's daemon,
-// controller/daemon). So on stop, a stream that was answered ends at once
+// controller/replica). So on stop, a stream that was answered ends at once
 // and one that was not (opened on a connection accepted just before the
 // stop) ends after its first answer, within stopGrace.
 const stopGrace = time.Second

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/controller/alert"
 	"github.com/sluice-dev/sluice/controller/daemon"
 	"github.com/sluice-dev/sluice/controller/httpapi"
+	"github.com/sluice-dev/sluice/controller/replica"
 	"github.com/sluice-dev/sluice/controller/tracing"
 	"github.com/sluice-dev/sluice/gateway"
 )
@@ -150,7 +151,7 @@ func flushTraces(tp *tracing.Provider, log *slog.Logger) {
 
 func runDaemon(ctx context.Context, opts daemon.Options) error {
 	if opts.LeaderElect {
-		return daemon.RunElected(ctx, opts)
+		return replica.Run(ctx, opts)
 	}
 	d, err := daemon.New(opts)
 	if err != nil {

@@ -28,7 +28,7 @@ type backend struct {
 	writeback *writeback.Records
 	// clients lists the xDS clients of one rollout's host (the daemon's
 	// gateway); nil lists none.
-	clients clientSource
+	clients ClientSource
 }
 
 var (
@@ -51,7 +51,7 @@ func (b *backend) Get(key api.Key) (rollout.Status, bool) {
 	}
 	// Only here, for one rollout: the list would cost a look at every
 	// stream per rollout.
-	return withClients(b.withCluster(st), b.clients), true
+	return WithClients(b.withCluster(st), b.clients), true
 }
 
 // withCluster adds what the cluster says about the rollout's pods, and

@@ -6,18 +6,19 @@ import (
 	"github.com/sluice-dev/sluice/gateway"
 )
 
-// clientSource is the xDS server whose connected clients a rollout's
-// status lists (*gateway.Server): the daemon's own, or a follower's.
-type clientSource interface {
+// ClientSource is the xDS server whose connected clients a rollout's
+// status lists (*gateway.Server): the daemon's own, or a follower's
+// (controller/replica).
+type ClientSource interface {
 	Host(key api.Key) (string, bool)
 	ClientsOf(host string, limit int) ([]gateway.ClientAck, int)
 }
 
-// withClients adds to the status of one rollout the xDS clients of its
+// WithClients adds to the status of one rollout the xDS clients of its
 // host connected to src, at most rollout.MaxClients of them, and how many
 // there are. A rollout src does not serve (or a nil src) is left as it is:
 // its clients are not known here.
-func withClients(st rollout.Status, src clientSource) rollout.Status {
+func WithClients(st rollout.Status, src ClientSource) rollout.Status {
 	if src == nil {
 		return st
 	}

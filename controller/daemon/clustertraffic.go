@@ -10,34 +10,36 @@ import (
 	"github.com/sluice-dev/sluice/controller/runner"
 )
 
-// endpointSource fills a traffic's endpoints from the cluster: the Ready,
+// EndpointSource fills a traffic's endpoints from the cluster: the Ready,
 // non-terminating endpoints of each side's pod-template hash, with their
 // zones; controller/workload implements it.
-type endpointSource interface {
+type EndpointSource interface {
 	ResolveTraffic(t api.Traffic) api.Traffic
 }
 
-// clusterTraffic fills each side's endpoints from the cluster (Kubernetes
+// ClusterTraffic fills each side's endpoints from the cluster (Kubernetes
 // mode) before the traffic goes to the gateway, and publishes it again
 // when the cluster's endpoints change. The state machine decides weights
 // and routes; which pods stand behind each side is the cluster's news,
 // like EDS beside RDS, and needs no state transition.
-type clusterTraffic struct {
+type ClusterTraffic struct {
 	next runner.Traffic
-	eps  endpointSource
+	eps  EndpointSource
 	log  *slog.Logger
 
 	mu   sync.Mutex
 	last map[api.Key]api.Traffic // the latest traffic the runner asked for
-	held map[api.Key]time.Time   // since when publishServed holds a rollout's traffic
+	held map[api.Key]time.Time   // since when PublishServed holds a rollout's traffic
 }
 
-func newClusterTraffic(next runner.Traffic, eps endpointSource, log *slog.Logger) *clusterTraffic {
-	return &clusterTraffic{next: next, eps: eps, log: log, last: map[api.Key]api.Traffic{}, held: map[api.Key]time.Time{}}
+// NewClusterTraffic publishes to next (the gateway side) with the
+// endpoints eps resolves; log gets the holds and republish failures.
+func NewClusterTraffic(next runner.Traffic, eps EndpointSource, log *slog.Logger) *ClusterTraffic {
+	return &ClusterTraffic{next: next, eps: eps, log: log, last: map[api.Key]api.Traffic{}, held: map[api.Key]time.Time{}}
 }
 
 // SetTraffic publishes t with the cluster's endpoints of its workloads.
-func (c *clusterTraffic) SetTraffic(t api.Traffic) (string, error) {
+func (c *ClusterTraffic) SetTraffic(t api.Traffic) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.last[t.Rollout] = t
@@ -46,27 +48,27 @@ func (c *clusterTraffic) SetTraffic(t api.Traffic) (string, error) {
 
 // WaitForAck waits on the gateway: a republish is a later version, which
 // carries the one waited for.
-func (c *clusterTraffic) WaitForAck(ctx context.Context, host, version string) error {
+func (c *ClusterTraffic) WaitForAck(ctx context.Context, host, version string) error {
 	return c.next.WaitForAck(ctx, host, version)
 }
 
-// publishServed publishes t, as SetTraffic does, unless a side that t
+// PublishServed publishes t, as SetTraffic does, unless a side that t
 // sends traffic to has no endpoint in the cluster yet: then the clients
-// keep their last routes and endpointsChanged publishes t once the side
-// has endpoints. A follower needs it: it learns a weight from the leader's
+// keep their last routes and EndpointsChanged publishes t once the side
+// has endpoints. A follower (controller/replica) needs it: it learns a weight from the leader's
 // record and the endpoints from its own informers, which may lag behind
 // the leader's, and a weight on a side without endpoints fails calls.
-func (c *clusterTraffic) publishServed(t api.Traffic) error {
+func (c *ClusterTraffic) PublishServed(t api.Traffic) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.last[t.Rollout] = t
 	return c.republish(t)
 }
 
-// endpointsChanged publishes the rollout's latest traffic again with the
+// EndpointsChanged publishes the rollout's latest traffic again with the
 // endpoints the cluster has now. A failure (say, no stable endpoint left)
 // keeps the clients on their last good routes and is logged.
-func (c *clusterTraffic) endpointsChanged(key api.Key) {
+func (c *ClusterTraffic) EndpointsChanged(key api.Key) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t, ok := c.last[key]
@@ -80,7 +82,7 @@ func (c *clusterTraffic) endpointsChanged(key api.Key) {
 
 // republish resolves t's endpoints and publishes it unless a weighted side
 // has none (c.mu held).
-func (c *clusterTraffic) republish(t api.Traffic) error {
+func (c *ClusterTraffic) republish(t api.Traffic) error {
 	resolved := c.eps.ResolveTraffic(t)
 	if side := unservedSide(resolved); side != "" {
 		// Logged at Info once per hold: a held weight delays this

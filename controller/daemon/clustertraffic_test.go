@@ -36,15 +36,15 @@ func (p *publishLog) WaitForAck(context.Context, string, string) error { return 
 func TestClusterTrafficRepublishes(t *testing.T) {
 	eps := endpointsByHash{"h1": {"10.244.0.1:8080"}, "h2": {"10.244.0.2:8080"}}
 	gw := &publishLog{}
-	c := newClusterTraffic(gw, eps, slog.New(slog.DiscardHandler))
+	c := NewClusterTraffic(gw, eps, slog.New(slog.DiscardHandler))
 	key := api.Key{Namespace: "shop", Name: "checkout"}
 	want := api.Traffic{Rollout: key, Host: "checkout.shop", StableWorkload: "h1", CanaryWorkload: "h2", Weights: api.CanaryWeights(25)}
 	if _, err := c.SetTraffic(want); err != nil {
 		t.Fatal(err)
 	}
 	eps["h2"] = []string{"10.244.0.2:8080", "10.244.0.3:8080"}
-	c.endpointsChanged(key)
-	c.endpointsChanged(api.Key{Namespace: "shop", Name: "unknown"}) // never published: nothing to do
+	c.EndpointsChanged(key)
+	c.EndpointsChanged(api.Key{Namespace: "shop", Name: "unknown"}) // never published: nothing to do
 
 	if len(gw.got) != 2 {
 		t.Fatalf("published %d times, want 2: %+v", len(gw.got), gw.got)
@@ -66,22 +66,22 @@ func TestFollowerHoldsTrafficUntilEndpoints(t *testing.T) {
 	eps := endpointsByHash{"h1": {"10.244.0.1:8080"}}
 	gw := &publishLog{}
 	var logs bytes.Buffer
-	c := newClusterTraffic(gw, eps, slog.New(slog.NewTextHandler(&logs, nil)))
+	c := NewClusterTraffic(gw, eps, slog.New(slog.NewTextHandler(&logs, nil)))
 	key := api.Key{Namespace: "shop", Name: "checkout"}
 	stable := api.Traffic{Rollout: key, Host: "checkout.shop", StableWorkload: "h1", CanaryWorkload: "h1", Weights: api.CanaryWeights(0)}
-	if err := c.publishServed(stable); err != nil {
+	if err := c.PublishServed(stable); err != nil {
 		t.Fatal(err)
 	}
 	canary := stable
 	canary.CanaryWorkload, canary.Weights = "h2", api.CanaryWeights(50)
-	if err := c.publishServed(canary); err != nil {
+	if err := c.PublishServed(canary); err != nil {
 		t.Fatal(err)
 	}
 	if len(gw.got) != 1 {
 		t.Fatalf("published %d times before the canary had endpoints, want only the stable traffic: %+v", len(gw.got), gw.got)
 	}
 	eps["h2"] = []string{"10.244.0.2:8080"}
-	c.endpointsChanged(key)
+	c.EndpointsChanged(key)
 	if len(gw.got) != 2 || gw.got[1].Weights != canary.Weights || !slices.Equal(gw.got[1].CanaryEndpoints, eps["h2"]) {
 		t.Fatalf("after the canary's endpoints arrived: published %+v", gw.got)
 	}

@@ -62,7 +62,7 @@ func New(opts Options) (_ *Daemon, err error) {
 		return nil, err
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, templates: newTemplates(),
-		tracer: opts.Tracing.TracerProvider().Tracer(tracerName), xdsLis: opts.xdsListener}
+		tracer: opts.Tracing.TracerProvider().Tracer(tracerName), xdsLis: opts.XDSListener}
 	defer func() {
 		if err != nil {
 			d.close() // what was opened before the failure
@@ -85,7 +85,7 @@ func New(opts Options) (_ *Daemon, err error) {
 		}
 	}
 	d.warnPlaintextXDS()
-	if d.httpLis = opts.httpListener; d.httpLis == nil {
+	if d.httpLis = opts.HTTPListener; d.httpLis == nil {
 		if d.httpLis, err = net.Listen("tcp", opts.HTTPAddr); err != nil {
 			return nil, fmt.Errorf("http listener: %w", err)
 		}
@@ -156,10 +156,14 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 	broker := httpapi.NewBroker(httpapi.BrokerOptions{})
 	d.alerts = &alertTap{outbox: d.dispatcher, broker: broker}
 	d.meter = newTrafficMeter(d.gateway, reg)
-	var traffic runner.Traffic = d.meter
+	var xds runner.Traffic = d.meter
+	if o.WrapGateway != nil {
+		xds = o.WrapGateway(xds)
+	}
+	traffic := xds
 	var workloads runner.Workloads
 	if o.Kubernetes {
-		if d.kube, err = newKubeParts(o, o.waitForFollowers(d.meter), reg, d.log); err != nil {
+		if d.kube, err = newKubeParts(o, xds, reg, d.log); err != nil {
 			return err
 		}
 		traffic, workloads = d.kube.routed, d.kube.workloads

@@ -31,7 +31,7 @@ import (
 type kubeParts struct {
 	workloads *workload.Manager
 	binder    *kube.Binder // nil with --schedule-pods=false
-	traffic   *clusterTraffic
+	traffic   *ClusterTraffic
 	// routed is the runner's traffic: traffic (xDS) and the cluster
 	// routers together.
 	routed  *routedTraffic
@@ -53,9 +53,10 @@ const (
 	kubeBurst = 200
 )
 
-// kubeConfig follows the usual loading rules: an explicit file, then
-// $KUBECONFIG, then ~/.kube/config, then the in-cluster service account.
-func kubeConfig(path string) (*rest.Config, error) {
+// KubeConfig follows the usual loading rules: an explicit file, then
+// $KUBECONFIG, then ~/.kube/config, then the in-cluster service account;
+// every client built from it gets sluice's rate limits.
+func KubeConfig(path string) (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = path
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
@@ -69,7 +70,7 @@ func kubeConfig(path string) (*rest.Config, error) {
 // newKubeParts connects to the cluster and builds the Kubernetes-mode
 // parts; next is the gateway side of the traffic.
 func newKubeParts(o Options, next runner.Traffic, reg *prometheus.Registry, log *slog.Logger) (*kubeParts, error) {
-	cfg, err := kubeConfig(o.Kubeconfig)
+	cfg, err := KubeConfig(o.Kubeconfig)
 	if err != nil {
 		return nil, err
 	}
@@ -81,11 +82,11 @@ func newKubeParts(o Options, next runner.Traffic, reg *prometheus.Registry, log 
 	if k.workloads, err = workload.New(workload.Options{
 		Client: client, SchedulePods: o.SchedulePods, Namespaces: o.WatchNamespaces, Logger: log, Registry: reg,
 		OnReady:     k.podsReady,
-		OnEndpoints: func(key api.Key) { k.traffic.endpointsChanged(key) },
+		OnEndpoints: func(key api.Key) { k.traffic.EndpointsChanged(key) },
 	}); err != nil {
 		return nil, fmt.Errorf("workloads: %w", err)
 	}
-	k.traffic = newClusterTraffic(next, k.workloads, log)
+	k.traffic = NewClusterTraffic(next, k.workloads, log)
 	gw, err := gwclient.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("gateway api client: %w", err)

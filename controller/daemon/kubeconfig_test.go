@@ -23,7 +23,7 @@ current-context: x
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := kubeConfig(path)
+	cfg, err := KubeConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api"
-	"github.com/sluice-dev/sluice/controller/ackboard"
 	"github.com/sluice-dev/sluice/controller/httpapi"
+	"github.com/sluice-dev/sluice/controller/runner"
 	"github.com/sluice-dev/sluice/controller/store/kubestore"
 	"github.com/sluice-dev/sluice/controller/tracing"
 	"github.com/sluice-dev/sluice/gateway"
@@ -123,8 +123,8 @@ type Options struct {
 	WatchNamespaces []string
 
 	// LeaderElect runs the daemon only while this replica holds the Lease
-	// (RunElected); needs Kubernetes and StateStoreKubernetes (a bbolt
-	// store per replica would leave the next leader without records).
+	// (controller/replica); needs Kubernetes and StateStoreKubernetes (a
+	// bbolt store per replica would leave the next leader without records).
 	LeaderElect bool
 	// StateStore is where the state lives: StateStoreBbolt (a file in
 	// StateDir, the default) or StateStoreKubernetes (SluiceRollout objects
@@ -143,21 +143,25 @@ type Options struct {
 	// tracing.Off(). The caller shuts it down after Run.
 	Tracing *tracing.Provider
 
-	// fence guards the cluster state store's writes; RunElected sets it to
-	// the elector.
-	fence kubestore.Fence
-	// followerAcks, when set, makes the leader wait for the followers'
-	// xDS clients too; RunElected sets it with the state in the cluster.
-	followerAcks *ackboard.Board
-	// httpListener, when set, is the HTTP listener, already bound, that
-	// the daemon serves instead of binding HTTPAddr: RunElected hands
-	// over the follower's, so the address never refuses a connection.
-	httpListener net.Listener
-	// xdsListener, when set, is the bound xDS socket the daemon serves
-	// instead of binding XDSAddr: RunElected hands over the follower's,
-	// so that clients dialing during the change are not refused. The
-	// daemon closes it.
-	xdsListener net.Listener
+	// The fields below are set by controller/replica for the daemon of
+	// the replica that leads (--leader-elect); `sluice run` leaves them
+	// unset.
+
+	// Fence guards the cluster state store's writes (the elector); nil is
+	// kubestore.Unfenced.
+	Fence kubestore.Fence
+	// WrapGateway, when set, wraps the xDS gateway as the runner sees it:
+	// the leader makes each wait for ACKs include its followers' clients.
+	WrapGateway func(runner.Traffic) runner.Traffic
+	// HTTPListener, when set, is the HTTP listener, already bound, that
+	// the daemon serves instead of binding HTTPAddr: the follower's is
+	// handed over, so the address never refuses a connection.
+	HTTPListener net.Listener
+	// XDSListener, when set, is the bound xDS socket the daemon serves
+	// instead of binding XDSAddr: the follower's is handed over, so that
+	// clients dialing during the change are not refused. The daemon
+	// closes it.
+	XDSListener net.Listener
 }
 
 // mode is where the rollouts run, for the strategy loader.
@@ -171,6 +175,11 @@ func (o Options) mode() api.Mode {
 // DefaultHTTPAddr keeps the API, whose write calls move traffic, off the
 // network unless asked for.
 const DefaultHTTPAddr = "127.0.0.1:8080"
+
+// Complete fills in the defaults and checks the settings, as New does: a
+// caller that reads the Options before New (controller/replica) calls it
+// first.
+func (o *Options) Complete() error { return o.defaults() }
 
 func (o *Options) defaults() error {
 	if o.Repo == "" {

@@ -54,7 +54,7 @@ func openStore(o Options, log *slog.Logger) (stateStore, error) {
 		}
 		return s, nil
 	}
-	cfg, err := kubeConfig(o.Kubeconfig)
+	cfg, err := KubeConfig(o.Kubeconfig)
 	if err != nil {
 		return nil, err
 	}
@@ -67,13 +67,13 @@ func openStore(o Options, log *slog.Logger) (stateStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	fence := o.fence
+	fence := o.Fence
 	if fence == nil {
 		fence = kubestore.Unfenced{Name: leader.Identity()}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := kubestore.New(ctx, kubestore.Options{Dynamic: dyn, Core: core, Namespace: o.namespace(), Fence: fence, Summarize: summarizeRecord, Logger: log})
+	s, err := kubestore.New(ctx, kubestore.Options{Dynamic: dyn, Core: core, Namespace: o.OwnNamespace(), Fence: fence, Summarize: summarizeRecord, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("open cluster state store: %w", err)
 	}
@@ -98,9 +98,10 @@ func summarizeRecord(record []byte) (kubestore.Summary, error) {
 	}, nil
 }
 
-// namespace is sluice's own namespace: --namespace, else $POD_NAMESPACE,
-// else "default".
-func (o Options) namespace() string {
+// OwnNamespace is sluice's own namespace (the Lease, the state, the
+// followers' ACK reports): --namespace, else $POD_NAMESPACE, else
+// "default".
+func (o Options) OwnNamespace() string {
 	if o.Namespace != "" {
 		return o.Namespace
 	}

@@ -1,4 +1,4 @@
-package daemon
+package replica
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/ackboard"
+	"github.com/sluice-dev/sluice/controller/daemon"
 	"github.com/sluice-dev/sluice/controller/runner"
 	"github.com/sluice-dev/sluice/controller/store/kubestore"
 	"github.com/sluice-dev/sluice/controller/store/kubestore/v1alpha1"
@@ -55,7 +56,7 @@ const followerSyncTimeout = 30 * time.Second
 // once they are read. It shows every record's state on view too (the
 // follower's read API) and registers the gateway's metrics on reg (the
 // follower's /metrics).
-func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, identity string, log *slog.Logger,
+func startFollowerXDS(ctx context.Context, o daemon.Options, cfg *rest.Config, identity string, log *slog.Logger,
 	reg *prometheus.Registry, view *followerAPI) (_ *followerXDS, err error) {
 	log = log.With("role", "follower")
 	// Bind the xDS address before reading the cluster, which takes a
@@ -95,13 +96,13 @@ func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, identity
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	var traffic *clusterTraffic
+	var traffic *daemon.ClusterTraffic
 	workloads, err := workload.New(workload.Options{Client: client, Namespaces: o.WatchNamespaces, Logger: log,
-		OnEndpoints: func(key api.Key) { traffic.endpointsChanged(key) }})
+		OnEndpoints: func(key api.Key) { traffic.EndpointsChanged(key) }})
 	if err != nil {
 		return nil, fmt.Errorf("follower workloads: %w", err)
 	}
-	acks, err := ackboard.NewWriter(ackboard.WriterOptions{Client: client, Namespace: o.namespace(), Identity: identity, Logger: log})
+	acks, err := ackboard.NewWriter(ackboard.WriterOptions{Client: client, Namespace: o.OwnNamespace(), Identity: identity, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("follower acks: %w", err)
 	}
@@ -109,13 +110,13 @@ func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, identity
 	view.useClients(gw)
 	ctx, cancel := context.WithCancel(ctx)
 	reporter := &ackReporter{gw: gw, out: acks, log: log, ctx: ctx, waiting: map[string]context.CancelFunc{}}
-	traffic = newClusterTraffic(reporter, workloads, log)
+	traffic = daemon.NewClusterTraffic(reporter, workloads, log)
 	if err := workloads.Start(ctx); err != nil {
 		cancel()
 		return nil, fmt.Errorf("follower workloads: %w", err)
 	}
 	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, metav1.NamespaceAll, func(lo *metav1.ListOptions) {
-		lo.LabelSelector = kubestore.InstanceSelector(o.namespace())
+		lo.LabelSelector = kubestore.InstanceSelector(o.OwnNamespace())
 	})
 	inf := factory.ForResource(v1alpha1.GroupVersionResource).Informer()
 	publish := func(obj any) {
@@ -134,7 +135,7 @@ func startFollowerXDS(ctx context.Context, o Options, cfg *rest.Config, identity
 		}
 		view.observe(st, recordTimes{status.CreatedAt, status.PhaseSince})
 		if t := st.Traffic(); t.Host != "" {
-			if err := traffic.publishServed(t); err != nil {
+			if err := traffic.PublishServed(t); err != nil {
 				log.Warn("follower: publish traffic", "rollout", st.Key.String(), "err", err)
 			}
 		}

@@ -1,4 +1,4 @@
-package daemon
+package replica
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/controller/daemon"
 	"github.com/sluice-dev/sluice/controller/httpapi"
 )
 
@@ -21,7 +22,7 @@ import (
 // closes the socket.
 func TestHTTPHandoff(t *testing.T) {
 	view := newFollowerAPI(func() string { return "sluice-1" })
-	follower, err := serveFollower(Options{HTTPAddr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)}, view)
+	follower, err := serveFollower(daemon.Options{HTTPAddr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)}, view)
 	if err != nil {
 		t.Fatal(err)
 	}

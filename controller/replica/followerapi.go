@@ -1,4 +1,4 @@
-package daemon
+package replica
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/daemon"
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/rollout"
 )
@@ -36,14 +37,14 @@ type followerAPI struct {
 	leader func() string
 
 	mu       sync.Mutex
-	clusters replicaSetSource // nil: no ReplicaSets in the statuses
-	clients  clientSource     // nil: no xDS clients in the statuses
+	clusters replicaSetSource    // nil: no ReplicaSets in the statuses
+	clients  daemon.ClientSource // nil: no xDS clients in the statuses
 	states   map[api.Key]rollout.State
 	// times are the createdAt and phaseSince stored with each record.
 	times map[api.Key]recordTimes
 	// shown is a hash of the status last published per rollout, so that a
 	// record rewrite that changes nothing visible is not an event (as the
-	// leader's backend.pumpStatus).
+	// daemon's backend.pumpStatus).
 	shown map[api.Key]uint64
 	seed  maphash.Seed
 	// synced says whether the records have been read; nil until the
@@ -118,7 +119,7 @@ func (f *followerAPI) useClusters(src replicaSetSource) {
 
 // useClients adds the xDS clients connected to src (the follower's own
 // gateway) to the status of one rollout.
-func (f *followerAPI) useClients(src clientSource) {
+func (f *followerAPI) useClients(src daemon.ClientSource) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.clients = src
@@ -172,10 +173,10 @@ func (f *followerAPI) Get(key api.Key) (rollout.Status, bool) {
 	}
 	// This replica's own xDS clients: those connected to the leader or to
 	// other followers are not seen here.
-	return withClients(f.withCluster(times.apply(st.Status())), clients), true
+	return daemon.WithClients(f.withCluster(times.apply(st.Status())), clients), true
 }
 
-// withCluster adds the ReplicaSets, as the leader's backend does (outside
+// withCluster adds the ReplicaSets, as the daemon's backend does (outside
 // f.mu: the informers' caches have their own locks).
 func (f *followerAPI) withCluster(st rollout.Status) rollout.Status {
 	f.mu.Lock()

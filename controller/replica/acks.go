@@ -1,4 +1,4 @@
-package daemon
+package replica
 
 import (
 	"context"
@@ -13,9 +13,14 @@ import (
 	"github.com/sluice-dev/sluice/gateway"
 )
 
-// ackReporter is a follower's gateway as clusterTraffic sees it: after
-// each publish it follows its own clients' ACKs of the new routes and
-// reports the outcome to the leader through the ackboard.
+// The ACKs of a step span the replicas: a follower reports its own xDS
+// clients' ACKs (ackReporter) and the leader's wait lasts until its
+// clients and every live follower's have ACKed (leaderAckWait), through
+// the ackboard ConfigMaps.
+
+// ackReporter is a follower's gateway as daemon.ClusterTraffic sees it:
+// after each publish it follows its own clients' ACKs of the new routes
+// and reports the outcome to the leader through the ackboard.
 type ackReporter struct {
 	gw  *gateway.Server
 	out *ackboard.Writer
@@ -68,9 +73,10 @@ func (r *ackReporter) WaitForAck(ctx context.Context, host, version string) erro
 	return r.gw.WaitForAck(ctx, host, version)
 }
 
-// leaderAckWait is the leader's gateway as clusterTraffic sees it: a wait
-// for the ACKs of a publish lasts until the leader's clients and then
-// every live follower's clients have ACKed the same routes (ackboard).
+// leaderAckWait is the leader's gateway as its daemon.ClusterTraffic
+// sees it: a wait for the ACKs of a publish lasts until the leader's
+// clients and then every live follower's clients have ACKed the same
+// routes (ackboard).
 type leaderAckWait struct {
 	next  runner.Traffic
 	board *ackboard.Board
@@ -123,12 +129,10 @@ func (l *leaderAckWait) WaitForAck(ctx context.Context, host, version string) er
 	return l.board.Wait(ctx, host, routes)
 }
 
-// waitForFollowers wraps the leader's traffic so that its waits include
-// the followers' clients when a Board is set (RunElected with the state in
-// the cluster); otherwise it is next.
-func (o Options) waitForFollowers(next runner.Traffic) runner.Traffic {
-	if o.followerAcks == nil {
-		return next
+// waitForFollowers wraps the leader's gateway (daemon.Options.WrapGateway)
+// so that its waits include the followers' clients of board.
+func waitForFollowers(board *ackboard.Board) func(next runner.Traffic) runner.Traffic {
+	return func(next runner.Traffic) runner.Traffic {
+		return &leaderAckWait{next: next, board: board, routes: map[string][]publishedRoutes{}}
 	}
-	return &leaderAckWait{next: next, board: o.followerAcks, routes: map[string][]publishedRoutes{}}
 }

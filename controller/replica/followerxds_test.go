@@ -1,4 +1,4 @@
-package daemon
+package replica
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
+
+	"github.com/sluice-dev/sluice/controller/daemon"
 )
 
 // TestFollowerXDSBindsBeforeSync: a follower accepts xDS connections while
@@ -36,7 +38,7 @@ func TestFollowerXDSBindsBeforeSync(t *testing.T) {
 	defer cancel()
 	started := make(chan error, 1)
 	go func() {
-		f, err := startFollowerXDS(ctx, Options{XDSAddr: addr}, &rest.Config{Host: apiserver.URL}, "sluice-0", slog.New(slog.DiscardHandler),
+		f, err := startFollowerXDS(ctx, daemon.Options{XDSAddr: addr}, &rest.Config{Host: apiserver.URL}, "sluice-0", slog.New(slog.DiscardHandler),
 			prometheus.NewRegistry(), newFollowerAPI(func() string { return "" }))
 		if f != nil {
 			f.stop()
