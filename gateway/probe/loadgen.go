@@ -55,7 +55,23 @@ type LoadOptions struct {
 	// short, so that a backend dialed a moment before it listened costs
 	// that much instead of a second.
 	ReconnectBackoff time.Duration
-	Logger           *slog.Logger
+	// OnCall, when set, is called once for every finished call (calls cut
+	// short by the end of Run are not observations and are left out), on
+	// the call's goroutine: it must be safe for concurrent use. Observe
+	// sees a sliding window; OnCall lets a caller keep every call.
+	OnCall func(Answer)
+	Logger *slog.Logger
+}
+
+// Answer is one finished call as the load generator saw it.
+type Answer struct {
+	Class string
+	// Version is the version that answered; "" when no backend named
+	// itself (no route, no endpoint, deadline).
+	Version string
+	Err     error // nil when the call succeeded
+	Started time.Time
+	Ended   time.Time
 }
 
 // LoadGen sends a steady request rate through real gRPC xDS clients and
@@ -241,6 +257,9 @@ func (l *LoadGen) call(ctx context.Context, cc *grpc.ClientConn, cls *Class) {
 	l.counts.addStarted(started, now, obsKey{class: name, version: version, ok: err == nil})
 	if version != "" {
 		l.seen(version, now)
+	}
+	if l.opts.OnCall != nil {
+		l.opts.OnCall(Answer{Class: name, Version: version, Err: err, Started: started, Ended: now})
 	}
 }
 

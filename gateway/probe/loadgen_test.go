@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -206,5 +207,60 @@ func TestPickSpreadsClasses(t *testing.T) {
 	near := func(n, want int) bool { return n >= want-1 && n <= want+1 }
 	if !near(got["a"], 100) || !near(got["b"], 250) || !near(got[DefaultClass], 650) {
 		t.Fatalf("classes over 1000 picks: %v", got)
+	}
+}
+
+// TestLoadGenOnCall: OnCall sees every finished call, each with the
+// version that answered and its error, and as many as the window counts.
+func TestLoadGenOnCall(t *testing.T) {
+	good := startBackend(t, BackendOptions{Version: "demo/app:v1"})
+	bad := startBackend(t, BackendOptions{Version: "demo/app:v2", FailureRate: 1})
+	srv, xdsAddr := startGateway(t)
+	ver, err := srv.SetTraffic(api.Traffic{
+		Rollout: api.Key{Namespace: "default", Name: "demo"}, Host: testHost,
+		StableVersion: "demo/app:v1", CanaryVersion: "demo/app:v2",
+		StableEndpoints: []string{good.grpcAddr}, CanaryEndpoints: []string{bad.grpcAddr},
+		Weights: api.CanaryWeights(50),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var calls []Answer
+	lg, err := NewLoadGen(LoadOptions{XDSServer: xdsAddr, Host: testHost, Clients: 2, Rate: 200, Window: time.Minute,
+		OnCall: func(a Answer) { mu.Lock(); calls = append(calls, a); mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- lg.Run(ctx) }()
+	if err := srv.WaitForAck(ctxT(t, 30*time.Second), testHost, ver); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "200 calls", func() bool { mu.Lock(); defer mu.Unlock(); return len(calls) >= 200 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	byVersion := map[string]int{}
+	for _, a := range calls {
+		byVersion[a.Version]++
+		switch {
+		case a.Class != DefaultClass || a.Ended.Before(a.Started):
+			t.Fatalf("call %+v: want the default class and Ended after Started", a)
+		case a.Version == "demo/app:v1" && a.Err != nil, a.Version == "demo/app:v2" && a.Err == nil:
+			t.Fatalf("call answered by %s with error %v; v1 never fails, v2 always does", a.Version, a.Err)
+		case a.Version != "demo/app:v1" && a.Version != "demo/app:v2":
+			t.Fatalf("call answered by %q (%v)", a.Version, a.Err)
+		}
+	}
+	if byVersion["demo/app:v1"] == 0 || byVersion["demo/app:v2"] == 0 {
+		t.Errorf("versions %v: want both sides of the 50/50 split", byVersion)
+	}
+	if total := lg.Observe().Class[DefaultClass].Total(); total != len(calls) {
+		t.Errorf("OnCall saw %d calls, the window counted %d", len(calls), total)
 	}
 }
