@@ -105,8 +105,8 @@ func (d *Daemon) recoverFromGit(ctx context.Context, commit string, cur *api.Rol
 // recoverFromCluster rebuilds the rollout from sluice's ReplicaSets: the
 // set labelled stable stays stable; a canary set of cur's version holds at
 // the position written on it; a canary of another version is replaced by
-// cur, which runs from the first step. nil when the cluster holds no
-// stable set of the rollout.
+// cur, which runs from the first step; draining sets keep their pods for a
+// whole delay. nil when the cluster holds no stable set of the rollout.
 func (d *Daemon) recoverFromCluster(ctx context.Context, commit string, cur *api.Rollout) (*rollout.Recovered, error) {
 	found, err := d.kube.workloads.Recall(ctx, cur.Key)
 	if err != nil || found.Stable.Hash == "" {
@@ -129,7 +129,28 @@ func (d *Daemon) recoverFromCluster(ctx context.Context, commit string, cur *api
 	default:
 		ev.Canary = cur
 	}
+	if ev.Draining, err = d.drainingSets(ctx, commit, cur, found); err != nil {
+		return nil, err
+	}
 	return ev, nil
+}
+
+// drainingSets are the sets found draining that still run pods: the
+// machine keeps them until the recovered traffic is ACKed and a whole
+// scale-down delay has passed, as clients may still route to them.
+func (d *Daemon) drainingSets(ctx context.Context, commit string, cur *api.Rollout, found workload.Found) ([]rollout.Drain, error) {
+	var drains []rollout.Drain
+	for _, s := range found.Old {
+		if s.Replicas == 0 {
+			continue
+		}
+		spec, err := d.versionSpec(ctx, commit, cur, s)
+		if err != nil {
+			return nil, err
+		}
+		drains = append(drains, rollout.Drain{Version: spec.Version, Hash: s.Hash, Replicas: s.Replicas, Spec: spec})
+	}
+	return drains, nil
 }
 
 // versionSpec is the rollout that set s runs: cur when it is cur's

@@ -38,7 +38,10 @@ const HoldRecovered HoldKind = "Recovered"
 // with Step < 0 from the first step (git); with Step ≥ 0 held at that
 // step, whose traffic (canary weight Weight, never more than the step
 // asks for) was in force when the record was lost (cluster). Found says
-// what was found, for the message and the alert.
+// what was found, for the message and the alert. Draining are the sets
+// found draining (a former stable, an aborted canary): clients may still
+// route to them, so they keep their pods until the ACK of the recovered
+// traffic and a whole scale-down delay after it (Kubernetes mode).
 type Recovered struct {
 	Commit string         `json:"commit"`
 	Source RecoverySource `json:"source"`
@@ -47,6 +50,9 @@ type Recovered struct {
 	Step   int32          `json:"step"`
 	Weight int32          `json:"weight"`
 	Found  string         `json:"found"`
+	// Draining needs Version, Hash, Replicas and Spec; the machine sets
+	// the delay and the generation.
+	Draining []Drain `json:"draining,omitempty"`
 }
 
 func (Recovered) isEvent() {}
@@ -79,6 +85,39 @@ func (m *machine) recovered(e Recovered) {
 		m.adoptStable(e.Commit, e.Stable)
 		m.resumeHeld(e)
 	}
+	m.keepDraining(e.Draining)
+}
+
+// keepDraining keeps the pods of the sets found draining, as drains whose
+// delay starts on the ACK of the traffic this Step pushes, or of the next
+// push when it pushes none (the first version waiting for its pods): the
+// delay they had left was lost with the record, so they get a whole one,
+// the longer of the two the rollout declares.
+func (m *machine) keepDraining(found []Drain) {
+	if !m.s.kubernetes() {
+		return
+	}
+	gen := m.s.TrafficGen
+	if !m.trafficDirty {
+		gen++
+	}
+	w := m.s.workload()
+	for _, d := range found {
+		if d.Hash == "" || d.Hash == m.s.StableHash || d.Hash == m.s.CanaryHash || hasDrain(m.s.Drains, d.Hash) {
+			continue
+		}
+		d.Delay, d.Gen, d.Timer = max(w.ScaleDownDelay, w.AbortScaleDownDelay), gen, nil
+		m.s.Drains = append(m.s.Drains, d)
+	}
+}
+
+func hasDrain(drains []Drain, hash string) bool {
+	for _, d := range drains {
+		if d.Hash == hash {
+			return true
+		}
+	}
+	return false
 }
 
 // adoptStable makes r's version the stable one at 100 % without pushing

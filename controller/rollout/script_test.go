@@ -618,6 +618,18 @@ func recoverEvent(specs map[string]*api.Rollout, names []string, kv map[string]s
 			return e, fmt.Errorf("no spec %s", names[1])
 		}
 	}
+	if v, set := kv["draining"]; set {
+		// draining=SPEC:REPLICAS[,SPEC:REPLICAS]: sets found draining.
+		for _, d := range strings.Split(v, ",") {
+			name, n, _ := strings.Cut(d, ":")
+			spec, ok := specs[name]
+			replicas, err := strconv.ParseInt(n, 10, 32)
+			if !ok || err != nil || spec.Workload == nil {
+				return e, fmt.Errorf("draining %q: want a Kubernetes spec name and replicas", d)
+			}
+			e.Draining = append(e.Draining, Drain{Version: spec.Version, Hash: spec.Workload.PodTemplateHash, Replicas: int32(replicas), Spec: spec})
+		}
+	}
 	for key, dst := range map[string]*int32{"step": &e.Step, "weight": &e.Weight} {
 		if v, set := kv[key]; set {
 			n, err := strconv.ParseInt(v, 10, 32)

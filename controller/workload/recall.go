@@ -34,6 +34,8 @@ type FoundSet struct {
 	Version string
 	Hash    string
 	Ready   int32
+	// Replicas is the size the set was last given.
+	Replicas int32
 	// Template is the pods' template as the ReplicaSet holds it, with
 	// sluice's labels and scheduler taken out again: the version's own
 	// template when git no longer has it.
@@ -83,6 +85,9 @@ func (m *Manager) Recall(ctx context.Context, key api.Key) (Found, error) {
 func foundSet(rs *appsv1.ReplicaSet) (FoundSet, string, int64) {
 	a := rs.Annotations
 	set := FoundSet{Name: rs.Name, Version: a[AnnotationVersion], Hash: rs.Labels[LabelHash], Ready: rs.Status.ReadyReplicas}
+	if rs.Spec.Replicas != nil {
+		set.Replicas = *rs.Spec.Replicas
+	}
 	set.Template = *rs.Spec.Template.DeepCopy()
 	for _, l := range []string{LabelHash, LabelManagedBy, LabelRollout} {
 		delete(set.Template.Labels, l)

@@ -53,6 +53,9 @@ func TestRecallReadsWhatScaleWrote(t *testing.T) {
 	if f.Stable.Hash != "h2" || f.Canary != nil || !f.Draining("h1") {
 		t.Fatalf("after promotion: %+v", f)
 	}
+	if len(f.Old) != 1 || f.Old[0].Replicas != 2 {
+		t.Fatalf("draining sets %+v: want h1 with its 2 replicas, which recovery keeps", f.Old)
+	}
 	if rs := e.getRS("co-h2"); rs.Annotations[AnnotationStep] != "" || rs.Annotations[AnnotationWeight] != "" {
 		t.Fatalf("the stable set keeps a canary position: %v", rs.Annotations)
 	}
