@@ -13,6 +13,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -39,21 +40,7 @@ type routeWatch struct {
 // and waits for the first response.
 func watchRoutes(t *testing.T, xdsAddr, host string) *routeWatch {
 	t.Helper()
-	cc, err := grpc.NewClient("passthrough:///"+xdsAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ads, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
-	if err != nil {
-		cancel()
-		cc.Close()
-		t.Fatal(err)
-	}
-	w := &routeWatch{}
-	done := make(chan struct{})
-	go func() { defer close(done); w.run(ads, host) }()
-	t.Cleanup(func() { cancel(); <-done; cc.Close() })
+	w := startRouteWatch(t, xdsAddr, host, "e2e-route-watch", insecure.NewCredentials())
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		splits, err := w.seen()
@@ -67,11 +54,35 @@ func watchRoutes(t *testing.T, xdsAddr, host string) *routeWatch {
 	}
 }
 
-func (w *routeWatch) run(ads grpc.BidiStreamingClient[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse], host string) {
-	req := &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "e2e-route-watch"}, TypeUrl: resourcev3.RouteType, ResourceNames: []string{host}}
+// startRouteWatch opens the stream as node, over creds, and returns at
+// once; the watch runs until the test ends or the server ends the stream
+// (seen returns its error then).
+func startRouteWatch(t *testing.T, xdsAddr, host, node string, creds credentials.TransportCredentials) *routeWatch {
+	t.Helper()
+	cc, err := grpc.NewClient("passthrough:///"+xdsAddr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ads, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
+	if err != nil {
+		cancel()
+		cc.Close()
+		t.Fatal(err)
+	}
+	w := &routeWatch{}
+	done := make(chan struct{})
+	go func() { defer close(done); w.run(ctx, ads, host, node) }()
+	t.Cleanup(func() { cancel(); <-done; cc.Close() })
+	return w
+}
+
+func (w *routeWatch) run(ctx context.Context, ads grpc.BidiStreamingClient[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse], host, node string) {
+	req := &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: node}, TypeUrl: resourcev3.RouteType, ResourceNames: []string{host}}
 	var err error
 	for {
 		if err = ads.Send(req); err != nil {
+			_, err = ads.Recv() // the status that ended the stream, not Send's io.EOF
 			break
 		}
 		var resp *discoveryv3.DiscoveryResponse
@@ -88,7 +99,9 @@ func (w *routeWatch) run(ads grpc.BidiStreamingClient[discoveryv3.DiscoveryReque
 		req = &discoveryv3.DiscoveryRequest{Node: req.Node, TypeUrl: resourcev3.RouteType, ResourceNames: []string{host},
 			VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()}
 	}
-	if ads.Context().Err() == nil {
+	// The stream's own context ends with the stream, refused or not:
+	// only the test's ending is no error.
+	if ctx.Err() == nil {
 		w.mu.Lock()
 		w.err = err
 		w.mu.Unlock()

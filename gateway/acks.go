@@ -192,9 +192,17 @@ func (st *stream) ackPending(host string, needs []need) (bool, error) {
 	}
 	pending, nk, name := st.lacks(host, in, needs)
 	if nk != nil {
-		return false, fmt.Errorf("client %q (stream %d) rejected %s %s: %s: %w", nk.Node, nk.Stream, nk.TypeURL, name, nk.Detail, ErrNack)
+		return false, fmt.Errorf("client %q (%sstream %d) rejected %s %s: %s: %w", nk.Node, identityNote(nk.Identity), nk.Stream, nk.TypeURL, name, nk.Detail, ErrNack)
 	}
 	return pending, nil
+}
+
+// identityNote names a certificate identity in a NACK message, "" without.
+func identityNote(identity string) string {
+	if identity == "" {
+		return ""
+	}
+	return fmt.Sprintf("certificate %q, ", identity)
 }
 
 // interest is how a stream holds a host.

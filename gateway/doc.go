@@ -60,5 +60,7 @@
 // name length, and the bytes of all subscribed names. A cached response
 // lives only while a stream holds its subscription, and subscriptions to
 // names that do not exist are never cached. Options.AllowedNodes refuses
-// streams by node id.
+// streams by node id. With mutual TLS a node id must match the client
+// certificate's identity (identity.go), so a client ACKs and NACKs only as
+// itself.
 package gateway

@@ -90,10 +90,12 @@ const (
 	refusedNamesPerRequest = "names_per_request"
 	refusedNamesPerSub     = "names_per_subscription"
 	refusedSubscribedBytes = "subscribed_bytes"
+	refusedClientIdentity  = "client_identity" // mTLS: the certificate names no URI or DNS SAN
+	refusedNodeIdentity    = "node_identity"   // mTLS: the node id is not the certificate's identity
 )
 
 var refusedReasons = []string{refusedStreams, refusedNodeNotAllowed, refusedNodeIDLength, refusedNameLength,
-	refusedNamesPerRequest, refusedNamesPerSub, refusedSubscribedBytes}
+	refusedNamesPerRequest, refusedNamesPerSub, refusedSubscribedBytes, refusedClientIdentity, refusedNodeIdentity}
 
 // refuse counts and logs one refusal and returns the status that ends the
 // stream.

@@ -46,14 +46,16 @@ type Options struct {
 	Limits Limits
 	// AllowedNodes, when not empty, are node-id patterns (path.Match
 	// syntax); a stream whose node id matches none is refused with
-	// PermissionDenied. Node ids are claims: with mTLS the client
-	// certificate is the authentication.
+	// PermissionDenied. Without mutual TLS node ids are claims; with it a
+	// node id must match the client certificate's identity (identity.go),
+	// so the patterns then authorize identities.
 	AllowedNodes []string
 }
 
 // Nack is one rejected response.
 type Nack struct {
 	Node      string    // node id the client sent on its stream
+	Identity  string    // with mutual TLS, its certificate's identity (Node matches it); else ""
 	Stream    uint64    // server-side stream id
 	TypeURL   string    // resource type rejected
 	Version   string    // version_info (or delta nonce) rejected

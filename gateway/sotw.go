@@ -429,7 +429,7 @@ func (s *Server) sotwSend(gs grpc.ServerStream, st *stream, t typeIdx) error {
 // OnNack after releasing st.mu. Callers hold st.mu.
 func (s *Server) recordNack(st *stream, t typeIdx, version string, res []*resource, detail, nonce string) *Nack {
 	detail = capDetail(detail)
-	n := &Nack{Node: st.node, Stream: st.id, TypeURL: typeURLs[t], Version: capDetail(version), Detail: detail, Time: time.Now()}
+	n := &Nack{Node: st.node, Identity: st.identity, Stream: st.id, TypeURL: typeURLs[t], Version: capDetail(version), Detail: detail, Time: time.Now()}
 	owners := map[api.Key]bool{}
 	for _, r := range res {
 		n.Resources = append(n.Resources, r.name)
@@ -439,7 +439,7 @@ func (s *Server) recordNack(st *stream, t typeIdx, version string, res []*resour
 		}
 	}
 	s.m.nacks.Inc()
-	s.log.Warn("xds nack", "stream", st.id, "node", st.node, "type", typeURLs[t], "nonce", nonce, "resources", n.Resources, "detail", detail)
+	s.log.Warn("xds nack", "stream", st.id, "node", st.node, "identity", st.identity, "type", typeURLs[t], "nonce", nonce, "resources", n.Resources, "detail", detail)
 	return n
 }
 

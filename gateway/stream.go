@@ -24,6 +24,10 @@ type stream struct {
 	// (a client that asked for compression).
 	shared bool
 
+	// identity is the client certificate's identity with mutual TLS
+	// (identity.go), set when the stream opens; "" without.
+	identity string
+
 	mu   sync.Mutex
 	node string
 	// cluster and locality are what the first request's node says of
@@ -70,6 +74,13 @@ func (s *Server) addStream(ctx context.Context, delta bool) (*stream, error) {
 		st.dlt[i].sent = map[string]string{}
 		st.dlt[i].acked = map[string]uint64{}
 	}
+	if s.opts.TLS.mutual() {
+		id, err := peerIdentity(ctx)
+		if err != nil {
+			return nil, s.refuse(st, refusedClientIdentity, codes.Unauthenticated, "%v", err)
+		}
+		st.identity = id
+	}
 	s.mu.Lock()
 	if len(s.streams) >= s.limits.Streams {
 		s.mu.Unlock()
@@ -82,7 +93,7 @@ func (s *Server) addStream(ctx context.Context, delta bool) (*stream, error) {
 	n := len(s.streams)
 	s.mu.Unlock()
 	s.m.clients.Set(float64(n))
-	s.log.Debug("xds stream opened", "stream", st.id, "delta", delta)
+	s.log.Debug("xds stream opened", "stream", st.id, "delta", delta, "identity", st.identity)
 	return st, nil
 }
 
@@ -114,6 +125,10 @@ func (s *Server) identify(st *stream, n *corev3.Node) error {
 	node := n.GetId()
 	if err := s.checkNode(st, node); err != nil {
 		return err
+	}
+	if st.identity != "" && !nodeMatchesIdentity(node, st.identity) {
+		return s.refuse(st, refusedNodeIdentity, codes.PermissionDenied,
+			"node id %q does not match the client certificate's identity %q: it must be the identity, or the identity followed by \"/\" and a suffix", node, st.identity)
 	}
 	st.identified, st.node = true, node
 	st.cluster, st.locality = capName(n.GetCluster()), capName(localityOf(n.GetLocality()))

@@ -11,12 +11,17 @@ import (
 
 // TLSOptions secures the xDS listener. CertFile and KeyFile enable TLS;
 // ClientCAFile additionally requires every client to present a certificate
-// signed by that CA (mutual TLS): others fail the handshake.
+// signed by that CA (mutual TLS): others fail the handshake, and a
+// client's node id must then match its certificate (identity.go).
 type TLSOptions struct {
 	CertFile     string
 	KeyFile      string
 	ClientCAFile string
 }
+
+// mutual reports whether clients must present a certificate, which then
+// identifies them (identity.go).
+func (o TLSOptions) mutual() bool { return o.ClientCAFile != "" }
 
 func (o TLSOptions) enabled() bool {
 	return o.CertFile != "" || o.KeyFile != "" || o.ClientCAFile != ""

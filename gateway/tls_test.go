@@ -2,16 +2,9 @@ package gateway
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,84 +13,23 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/internal/testkit"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
-
-// pki is a throw-away CA with certificates written to a temp dir.
-type pki struct {
-	dir    string
-	caCert *x509.Certificate
-	caKey  *ecdsa.PrivateKey
-}
-
-func newPKI(t *testing.T, dir, name string) *pki {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	p := &pki{dir: dir, caCert: cert, caKey: key}
-	writePEM(t, filepath.Join(dir, name+"-ca.pem"), "CERTIFICATE", der)
-	return p
-}
-
-// issue writes name.pem and name-key.pem, valid for 127.0.0.1.
-func (p *pki) issue(t *testing.T, name string, usage x509.ExtKeyUsage) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(p.dir, name+".pem"), filepath.Join(p.dir, name+"-key.pem")
-	writePEM(t, certFile, "CERTIFICATE", der)
-	writePEM(t, keyFile, "EC PRIVATE KEY", kb)
-	return certFile, keyFile
-}
-
-func writePEM(t *testing.T, path, typ string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestTLS serves xDS over TLS and mutual TLS: gRPC xDS clients with tls
 // channel credentials in their bootstrap route traffic; raw clients without
 // a certificate, or with one from another CA, are refused at the handshake.
 func TestTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca := newPKI(t, dir, "sluice")
-	rogue := newPKI(t, dir, "rogue")
-	srvCert, srvKey := ca.issue(t, "server", x509.ExtKeyUsageServerAuth)
-	cliCert, cliKey := ca.issue(t, "client", x509.ExtKeyUsageClientAuth)
-	badCert, badKey := rogue.issue(t, "intruder", x509.ExtKeyUsageClientAuth)
-	caFile := filepath.Join(dir, "sluice-ca.pem")
+	ca := testkit.NewCA(t, dir, "sluice")
+	rogue := testkit.NewCA(t, dir, "rogue")
+	srvCert, srvKey := ca.Issue(t, "server", testkit.Cert{Usage: x509.ExtKeyUsageServerAuth})
+	cliCert, cliKey := ca.Issue(t, "client", testkit.Cert{Usage: x509.ExtKeyUsageClientAuth, DNSNames: []string{"tls-client"}})
+	badCert, badKey := rogue.Issue(t, "intruder", testkit.Cert{Usage: x509.ExtKeyUsageClientAuth, DNSNames: []string{"tls-client"}})
+	caFile := ca.File
 	v1 := startBackend(t, "v1")
 
 	cases := []struct {
@@ -125,7 +57,7 @@ func TestTLS(t *testing.T) {
 			}
 
 			pool := x509.NewCertPool()
-			pool.AddCert(ca.caCert)
+			pool.AddCert(ca.Cert)
 			rogueCert, err := tls.LoadX509KeyPair(badCert, badKey)
 			if err != nil {
 				t.Fatal(err)
@@ -179,8 +111,8 @@ func rawADSRequest(t *testing.T, addr string, creds credentials.TransportCredent
 // anything listens.
 func TestNewRejectsBadTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca := newPKI(t, dir, "ca")
-	cert, key := ca.issue(t, "server", x509.ExtKeyUsageServerAuth)
+	ca := testkit.NewCA(t, dir, "ca")
+	cert, key := ca.Issue(t, "server", testkit.Cert{Usage: x509.ExtKeyUsageServerAuth})
 	notPEM := filepath.Join(dir, "not.pem")
 	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
 		t.Fatal(err)
@@ -191,7 +123,7 @@ func TestNewRejectsBadTLS(t *testing.T) {
 		want string
 	}{
 		{"key missing", TLSOptions{CertFile: cert}, "both"},
-		{"ca without certificate", TLSOptions{ClientCAFile: filepath.Join(dir, "ca-ca.pem")}, "both"},
+		{"ca without certificate", TLSOptions{ClientCAFile: ca.File}, "both"},
 		{"unreadable certificate", TLSOptions{CertFile: filepath.Join(dir, "nope.pem"), KeyFile: key}, "load xds certificate"},
 		{"client ca not PEM", TLSOptions{CertFile: cert, KeyFile: key, ClientCAFile: notPEM}, "no PEM"},
 	}

@@ -102,6 +102,12 @@ func TestRenderRefuses(t *testing.T) {
 	}{
 		{"no repository", func(v map[string]any) { v["git"] = map[string]any{} }, "git.repo is required"},
 		{"no API token", func(v map[string]any) { v["api"] = map[string]any{} }, "api.existingSecret is required"},
+		// Issue 27, K1: the chart served xDS in plaintext on the pod IP.
+		{"no xDS certificates", func(v map[string]any) { v["xds"] = map[string]any{} },
+			"xds.tls.existingSecret is required (a Secret with keys tls.crt, tls.key and ca.crt"},
+		{"xDS certificates and insecure", func(v map[string]any) {
+			v["xds"] = map[string]any{"insecure": true, "tls": map[string]any{"existingSecret": "sluice-xds"}}
+		}, "xds.tls.existingSecret and xds.insecure exclude each other"},
 		{"bbolt with two replicas", func(v map[string]any) { v["stateStore"] = "bbolt" }, "stateStore bbolt keeps state in one pod"},
 		{"bbolt with leader election", func(v map[string]any) {
 			v["stateStore"], v["replicaCount"] = "bbolt", 1

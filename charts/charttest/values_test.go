@@ -20,7 +20,11 @@ func TestValuesShapeRBACAndArgs(t *testing.T) {
 	}{
 		{name: "defaults",
 			presentRules: []string{"pods/binding", "pods/status", "events", "sluicerollouts", "sluicerollouts/status", "leases", "configmaps"},
-			presentArg:   []string{"--leader-elect", "--state-store=kubernetes"}},
+			presentArg: []string{"--leader-elect", "--state-store=kubernetes", "--xds-tls-cert-file=/etc/sluice/xds/tls.crt",
+				"--xds-tls-key-file=/etc/sluice/xds/tls.key", "--xds-client-ca-file=/etc/sluice/xds/ca.crt"},
+			absentArgs: []string{"--insecure-xds"}},
+		{name: "xDS in plaintext, asked for", set: map[string]any{"xds": map[string]any{"insecure": true}},
+			presentArg: []string{"--insecure-xds"}, absentArgs: []string{"--xds-tls-cert-file=/etc/sluice/xds/tls.crt"}},
 		{name: "kube-scheduler places the pods", set: map[string]any{"schedulePods": false},
 			absentRules: []string{"pods/binding", "pods/status", "events"}, presentArg: []string{"--schedule-pods=false"}},
 		{name: "bbolt, one replica, no election", set: map[string]any{"stateStore": "bbolt", "replicaCount": 1, "leaderElection": map[string]any{"enabled": false},

@@ -71,7 +71,8 @@ keys (lists for repeatable flags); flags on the command line win.`,
 	f.DurationVar(&o.Interval, "interval", 0, "poll interval (default 30s)")
 	f.DurationVar(&o.GitTimeout, "git-timeout", 0, "deadline of each git operation against the remote: list, fetch, clone (default 2m)")
 	f.StringVar(&o.StateDir, "state-dir", ".sluice", "directory for the store and the git cache")
-	f.StringVar(&o.XDSAddr, "xds-addr", ":18000", "xDS (ADS) listen address")
+	f.StringVar(&o.XDSAddr, "xds-addr", daemon.DefaultXDSAddr, "xDS (ADS) listen address; beyond loopback it needs mutual TLS (--xds-tls-cert-file, --xds-tls-key-file, --xds-client-ca-file) or --insecure-xds")
+	f.BoolVar(&o.InsecureXDS, "insecure-xds", false, "allow --xds-addr beyond loopback without mutual TLS: anyone on the network can read every route and NACK to hold a canary")
 	f.StringVar(&o.HTTPAddr, "http-addr", daemon.DefaultHTTPAddr, "HTTP API listen address; beyond loopback it needs --api-token-file or --insecure-api")
 	f.StringVar(&o.DebugAddr, "debug-addr", "", "serve pprof at /debug/pprof/ on this loopback address, e.g. 127.0.0.1:6060 (default: off)")
 	f.BoolVar(&o.InsecureAPI, "insecure-api", false, "allow --http-addr beyond loopback without --api-token-file: anyone on the network can promote and abort")
@@ -95,9 +96,12 @@ keys (lists for repeatable flags); flags on the command line win.`,
 	f.DurationVar(&o.AlertTimeout, "alert-timeout", alert.DefaultTimeout, "bound on one alert delivery attempt; a timed-out attempt is retried with back-off")
 	f.Float64Var(&o.AlertRate, "alert-rate", alert.DefaultRate, "requests per second to each alert sink, so that an alert storm is spread out (negative: unlimited); a 429 with Retry-After pauses that sink")
 	f.IntVar(&o.AlertBurst, "alert-burst", alert.DefaultBurst, "requests an alert sink may get at once before --alert-rate applies")
-	f.StringVar(&o.XDSTLS.CertFile, "xds-tls-cert", "", "TLS certificate for the xDS listener")
-	f.StringVar(&o.XDSTLS.KeyFile, "xds-tls-key", "", "TLS key for the xDS listener")
-	f.StringVar(&o.XDSTLS.ClientCAFile, "xds-client-ca", "", "CA that xDS clients' certificates must be signed by (mutual TLS)")
+	f.StringVar(&o.XDSTLS.CertFile, "xds-tls-cert-file", "", "TLS certificate (PEM) of the xDS listener")
+	f.StringVar(&o.XDSTLS.KeyFile, "xds-tls-key-file", "", "TLS private key (PEM) of the xDS listener")
+	f.StringVar(&o.XDSTLS.ClientCAFile, "xds-client-ca-file", "", "CA bundle (PEM) xDS clients' certificates must chain to (mutual TLS); a client's node id must then match its certificate's identity")
+	addDeprecatedAlias(f, "xds-tls-cert", "xds-tls-cert-file", &o.XDSTLS.CertFile)
+	addDeprecatedAlias(f, "xds-tls-key", "xds-tls-key-file", &o.XDSTLS.KeyFile)
+	addDeprecatedAlias(f, "xds-client-ca", "xds-client-ca-file", &o.XDSTLS.ClientCAFile)
 	f.StringSliceVar(&o.XDSAllowedNodes, "xds-allowed-nodes", nil, "xDS node ids allowed to connect, as path.Match globs (comma-separated or repeated; default: all)")
 	f.Uint32Var(&o.XDSLimits.StreamsPerConnection, "xds-max-streams-per-connection", gateway.DefaultLimits.StreamsPerConnection, "xDS streams on one connection (HTTP/2 MAX_CONCURRENT_STREAMS)")
 	f.IntVar(&o.XDSLimits.Streams, "xds-max-streams", gateway.DefaultLimits.Streams, "xDS streams of all clients together")
@@ -137,6 +141,14 @@ keys (lists for repeatable flags); flags on the command line win.`,
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	return cmd
+}
+
+// addDeprecatedAlias keeps an old flag name working (command line and
+// --config) for the value of its new name; it is hidden from --help and
+// its use prints a notice naming the new one.
+func addDeprecatedAlias(f *pflag.FlagSet, old, current string, p *string) {
+	f.StringVar(p, old, "", "")
+	_ = f.MarkDeprecated(old, "use --"+current)
 }
 
 // flushTraces sends the spans still queued, within a bound: the signal

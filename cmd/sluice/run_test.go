@@ -13,6 +13,8 @@ func TestRunFlagDefaults(t *testing.T) {
 	tests := []struct{ flag, want string }{
 		{"http-addr", "127.0.0.1:8080"},
 		{"insecure-api", "false"},
+		{"xds-addr", "127.0.0.1:18000"},
+		{"insecure-xds", "false"},
 		{"http-read-header-timeout", "10s"},
 		{"http-read-timeout", "30s"},
 		{"http-write-timeout", "1m0s"},
@@ -36,7 +38,7 @@ func TestRunFlagDefaults(t *testing.T) {
 
 // TestRunRefusesUnsafeOptions: settings that cannot be run safely stop
 // `sluice run` before it starts, with exit status 2 and a message that
-// says why and what to set. Leader election with the bbolt store is one:
+// says why and what to set: xDS beyond loopback without mutual TLS is one. Leader election with the bbolt store is one:
 // each replica would have its own store, and after a failover the new
 // leader would take an in-flight canary's version as new.
 func TestRunRefusesUnsafeOptions(t *testing.T) {
@@ -51,6 +53,19 @@ func TestRunRefusesUnsafeOptions(t *testing.T) {
 			[]string{"--leader-elect needs --state-store kubernetes"}},
 		{"leader election, standalone", []string{"--leader-elect"},
 			[]string{"--leader-elect needs --kubernetes"}},
+		// Issue 27, K1: xDS on the network in plaintext let any client
+		// read every route and hold a canary with a NACK.
+		{"xds on all interfaces, plaintext", []string{"--xds-addr", ":18000"},
+			[]string{`xds on :18000 (--xds-addr ":18000") is reachable from the network and has no TLS`, "reads every rollout's routes",
+				"give --xds-tls-cert-file, --xds-tls-key-file and --xds-client-ca-file", "or accept the risk with --insecure-xds"}},
+		{"xds on 0.0.0.0, TLS without client certificates", []string{"--xds-addr", "0.0.0.0:18000",
+			"--xds-tls-cert-file", "tls.crt", "--xds-tls-key-file", "tls.key"},
+			[]string{"has TLS but no client certificates (--xds-client-ca-file), so any client can connect"}},
+		{"xds on a host name, deprecated TLS flag names", []string{"--xds-addr", "sluice.example.com:18000",
+			"--xds-tls-cert", "tls.crt", "--xds-tls-key", "tls.key"},
+			[]string{"has TLS but no client certificates"}},
+		{"xds client CA without a certificate", []string{"--xds-client-ca-file", "ca.crt"},
+			[]string{"--xds-client-ca-file needs --xds-tls-cert-file and --xds-tls-key-file"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

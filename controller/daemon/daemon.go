@@ -84,7 +84,9 @@ func New(opts Options) (_ *Daemon, err error) {
 			return nil, fmt.Errorf("xds listener: %w", err)
 		}
 	}
-	d.warnPlaintextXDS()
+	if err := d.checkXDSExposure(); err != nil {
+		return nil, err
+	}
 	if d.httpLis = opts.HTTPListener; d.httpLis == nil {
 		if d.httpLis, err = net.Listen("tcp", opts.HTTPAddr); err != nil {
 			return nil, fmt.Errorf("http listener: %w", err)
@@ -427,13 +429,19 @@ func (d *Daemon) close() {
 	}
 }
 
-// warnPlaintextXDS warns when xDS is reachable from other hosts without
-// TLS: anyone who can connect reads every route and can NACK them.
-func (d *Daemon) warnPlaintextXDS() {
-	addr, ok := d.xdsLis.Addr().(*net.TCPAddr)
-	if d.opts.XDSTLS.CertFile != "" || !ok || addr.IP.IsLoopback() {
-		return
+// checkXDSExposure refuses a bound xDS listener beyond loopback without
+// mutual TLS unless InsecureXDS says so (Options.checkXDSExposure checked
+// the address as given; this catches host names that resolve off
+// loopback), and warns loudly when InsecureXDS lets one through.
+func (d *Daemon) checkXDSExposure() error {
+	bound := d.xdsLis.Addr()
+	if onLoopback(bound) || d.opts.xdsMutualTLS() {
+		return nil
 	}
-	d.log.Warn("xDS is served without TLS on a non-loopback address: any host that can connect reads every route and can NACK rollouts; use --xds-tls-cert/--xds-tls-key with --xds-client-ca (mTLS), or --xds-addr 127.0.0.1:PORT",
-		"addr", addr.String())
+	if err := d.opts.checkXDSExposure(false, bound.String()); err != nil {
+		return err
+	}
+	d.log.Warn("INSECURE XDS: --insecure-xds is set and xDS is reachable from the network without mutual TLS; anyone who can connect "+
+		"reads every rollout's routes and can NACK them to hold a canary", "xds", bound.String(), "tls", d.opts.XDSTLS.CertFile != "")
+	return nil
 }

@@ -28,7 +28,7 @@ type Options struct {
 	// gitwatch.DefaultTimeout when zero.
 	GitTimeout time.Duration
 
-	XDSAddr   string // xDS listen address
+	XDSAddr   string // xDS listen address (DefaultXDSAddr)
 	HTTPAddr  string // HTTP API listen address
 	EnvoyPort uint32 // port of the sluice-http listener for Envoy
 	XDSTLS    gateway.TLSOptions
@@ -37,6 +37,11 @@ type Options struct {
 	XDSLimits gateway.Limits
 	// XDSAllowedNodes are node-id patterns (path.Match); empty allows all.
 	XDSAllowedNodes []string
+
+	// InsecureXDS allows an XDSAddr reachable from the network without
+	// mutual TLS (XDSTLS with a ClientCAFile): anyone who can connect
+	// then reads every rollout's routes and can NACK them.
+	InsecureXDS bool
 
 	// InsecureAPI allows an HTTPAddr (default DefaultHTTPAddr) reachable
 	// from the network without APITokenFile: anyone who can connect may
@@ -176,6 +181,10 @@ func (o Options) mode() api.Mode {
 // network unless asked for.
 const DefaultHTTPAddr = "127.0.0.1:8080"
 
+// DefaultXDSAddr keeps xDS, which shows every route and whose NACKs hold
+// rollouts, off the network unless asked for.
+const DefaultXDSAddr = "127.0.0.1:18000"
+
 // Complete fills in the defaults and checks the settings, as New does: a
 // caller that reads the Options before New (controller/replica) calls it
 // first.
@@ -192,7 +201,7 @@ func (o *Options) defaults() error {
 		o.Interval = gitwatch.DefaultInterval
 	}
 	if o.XDSAddr == "" {
-		o.XDSAddr = ":18000"
+		o.XDSAddr = DefaultXDSAddr
 	}
 	if o.HTTPAddr == "" {
 		o.HTTPAddr = DefaultHTTPAddr
@@ -210,7 +219,7 @@ func (o *Options) defaults() error {
 		o.Logger = slog.Default()
 	}
 	if (o.XDSTLS.CertFile == "") != (o.XDSTLS.KeyFile == "") {
-		return errors.New("--xds-tls-cert and --xds-tls-key go together")
+		return errors.New("--xds-tls-cert-file and --xds-tls-key-file go together")
 	}
 	if o.PrometheusTokenFile != "" && o.PrometheusURL == "" {
 		return errors.New("--prometheus-token-file needs --prometheus-url: the token is sent to that Prometheus only")
@@ -243,7 +252,10 @@ func (o *Options) defaults() error {
 		return err
 	}
 	if o.XDSTLS.ClientCAFile != "" && o.XDSTLS.CertFile == "" {
-		return errors.New("--xds-client-ca needs --xds-tls-cert and --xds-tls-key")
+		return errors.New("--xds-client-ca-file needs --xds-tls-cert-file and --xds-tls-key-file")
+	}
+	if err := o.checkXDSExposure(addrOnLoopback(o.XDSAddr), o.XDSAddr); err != nil {
+		return err
 	}
 	if o.MaxConcurrentCanaries < 0 || o.MaxConcurrentCanariesPerNamespace < 0 {
 		return errors.New("--max-concurrent-canaries and --max-concurrent-canaries-per-namespace must be 0 (unlimited) or more")
@@ -252,6 +264,44 @@ func (o *Options) defaults() error {
 		return errors.New("--watch-namespaces needs --kubernetes")
 	}
 	return nil
+}
+
+// checkXDSExposure refuses xDS that hosts other than this one can reach
+// without mutual TLS, unless InsecureXDS says so: whoever connects reads
+// every rollout's routes, and a NACK holds a rollout's step. TLS without
+// client certificates is not enough, since any client could still connect.
+func (o *Options) checkXDSExposure(loopback bool, where string) error {
+	if loopback || o.InsecureXDS || o.xdsMutualTLS() {
+		return nil
+	}
+	missing := "has no TLS"
+	if o.XDSTLS.CertFile != "" {
+		missing = "has TLS but no client certificates (--xds-client-ca-file), so any client can connect"
+	}
+	return fmt.Errorf("xds on %s (--xds-addr %q) is reachable from the network and %s: anyone who can connect reads every rollout's routes "+
+		"and can NACK them to hold a canary; give --xds-tls-cert-file, --xds-tls-key-file and --xds-client-ca-file (mutual TLS), "+
+		"or bind --xds-addr to 127.0.0.1, or accept the risk with --insecure-xds", where, o.XDSAddr, missing)
+}
+
+// xdsMutualTLS says whether xDS clients must present a certificate.
+func (o *Options) xdsMutualTLS() bool {
+	return o.XDSTLS.CertFile != "" && o.XDSTLS.KeyFile != "" && o.XDSTLS.ClientCAFile != ""
+}
+
+// addrOnLoopback says whether a listen address names loopback only:
+// localhost or a loopback IP. An empty host (":18000"), an unspecified or
+// other IP, and any other host name count as the network; the daemon
+// checks the bound address again (onLoopback).
+func addrOnLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // recoverFromDefault fills and checks RecoverFrom.

@@ -28,8 +28,12 @@ type Class struct {
 // LoadOptions configures a LoadGen.
 type LoadOptions struct {
 	// XDSServer is the host:port of the xDS server the clients bootstrap
-	// from (plaintext). Required.
+	// from. Required.
 	XDSServer string
+	// ChannelCreds is the bootstrap's channel_creds entry for XDSServer,
+	// as JSON (default {"type":"insecure"}); e.g. TLSChannelCreds for
+	// mutual TLS.
+	ChannelCreds string
 	// Host is the virtual host; clients dial xds:///Host. Required.
 	Host string
 	// Clients is the number of independent gRPC xDS clients (default 4).
@@ -118,6 +122,9 @@ func NewLoadGen(opts LoadOptions) (*LoadGen, error) {
 	if opts.NodePrefix == "" {
 		opts.NodePrefix = "probe"
 	}
+	if opts.ChannelCreds == "" {
+		opts.ChannelCreds = insecureCreds
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -143,19 +150,40 @@ func NewLoadGen(opts LoadOptions) (*LoadGen, error) {
 	}, nil
 }
 
-// Bootstrap is the gRPC xDS bootstrap JSON of one client node.
+// insecureCreds are plaintext channel credentials to the xDS server.
+const insecureCreds = `{"type": "insecure"}`
+
+// Bootstrap is the gRPC xDS bootstrap JSON of one client node, in
+// plaintext to the xDS server.
 func Bootstrap(xdsServer, node string) []byte {
+	return BootstrapWithCreds(xdsServer, node, insecureCreds)
+}
+
+// BootstrapWithCreds is the gRPC xDS bootstrap JSON of one client node
+// reaching the xDS server with the given channel_creds entry (JSON).
+func BootstrapWithCreds(xdsServer, node, creds string) []byte {
 	return fmt.Appendf(nil, `{
-  "xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
+  "xds_servers": [{"server_uri": %q, "channel_creds": [%s], "server_features": ["xds_v3"]}],
   "node": {"id": %q, "locality": {"zone": "probe"}}
-}`, xdsServer, node)
+}`, xdsServer, creds, node)
+}
+
+// TLSChannelCreds is the channel_creds entry of gRPC's "tls" credentials
+// (gRFC A65): the CA that the xDS server's certificate chains to and, for
+// mutual TLS, the client's certificate and key ("" to leave them out).
+func TLSChannelCreds(caFile, certFile, keyFile string) string {
+	if certFile == "" {
+		return fmt.Sprintf(`{"type": "tls", "config": {"ca_certificate_file": %q}}`, caFile)
+	}
+	return fmt.Sprintf(`{"type": "tls", "config": {"ca_certificate_file": %q, "certificate_file": %q, "private_key_file": %q}}`,
+		caFile, certFile, keyFile)
 }
 
 // dial opens one client with its own xDS resolver and xDS client, so each
 // is a separate xDS node as separate processes would be.
 func (l *LoadGen) dial(i int) (*grpc.ClientConn, error) {
 	node := fmt.Sprintf("%s-%d", l.opts.NodePrefix, i)
-	rb, err := xds.NewXDSResolverWithConfigForTesting(Bootstrap(l.opts.XDSServer, node))
+	rb, err := xds.NewXDSResolverWithConfigForTesting(BootstrapWithCreds(l.opts.XDSServer, node, l.opts.ChannelCreds))
 	if err != nil {
 		return nil, fmt.Errorf("xds resolver for %s: %w", node, err)
 	}

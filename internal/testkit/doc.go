@@ -9,7 +9,9 @@
 //     test ends, waiting until it answers its readiness URL; promtest and
 //     amtest start Prometheus and Alertmanager with it;
 //   - StallingListener is a peer that accepts and never answers, for
-//     timeout tests.
+//     timeout tests;
+//   - CA issues server and client certificates (PEM files) for tests of
+//     TLS and mutual TLS with real handshakes.
 //
 // It is imported only by tests and test-helper packages, never by the
 // daemon.

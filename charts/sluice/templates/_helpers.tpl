@@ -60,6 +60,12 @@ Checks that need more than one value (the schema checks single values).
 {{- if and (not .Values.api.existingSecret) (not .Values.api.insecure) }}
 {{- fail "api.existingSecret is required (a Secret with key \"token\"): the HTTP API listens on the pod IP; set api.insecure=true to serve it without a token" }}
 {{- end }}
+{{- if and (not .Values.xds.tls.existingSecret) (not .Values.xds.insecure) }}
+{{- fail "xds.tls.existingSecret is required (a Secret with keys tls.crt, tls.key and ca.crt, e.g. from a cert-manager Certificate): xDS listens on the pod IP, where anyone who reaches the port would read every rollout's routes and could NACK them to hold a canary, and sluice refuses xDS beyond loopback without mutual TLS; set xds.insecure=true to serve it in plaintext anyway" }}
+{{- end }}
+{{- if and .Values.xds.tls.existingSecret .Values.xds.insecure }}
+{{- fail "xds.tls.existingSecret and xds.insecure exclude each other: give the Secret for mutual TLS, or insecure for plaintext" }}
+{{- end }}
 {{- if eq .Values.stateStore "bbolt" }}
 {{- if gt (int .Values.replicaCount) 1 }}
 {{- fail "stateStore bbolt keeps state in one pod: set replicaCount to 1, or use stateStore kubernetes" }}
