@@ -43,9 +43,11 @@ func displayKey(k Key, cluster bool) string {
 }
 
 // acceptRollouts converts the rollouts and runs the checks that need the
-// whole set: duplicate names and analysis template references.
+// whole set: duplicate names, analysis template references and hosts
+// claimed twice.
 func acceptRollouts(set *Set, docs []*rolloutDoc, invalidTemplates map[templateID]bool, mode Mode) {
 	first := map[Key]*Rollout{}
+	var acceptedDocs []*document
 	for _, rd := range docs {
 		r, c := convertRollout(rd, mode)
 		if prev, dup := first[r.Key]; dup && r.Name != "" {
@@ -58,10 +60,12 @@ func acceptRollouts(set *Set, docs []*rolloutDoc, invalidTemplates map[templateI
 		switch {
 		case !c.diags.HasErrors():
 			set.Rollouts = append(set.Rollouts, r)
+			acceptedDocs = append(acceptedDocs, rd.doc)
 		case r.Name != "" && first[r.Key] == r:
 			set.Rejected = append(set.Rejected, Rejected{Key: r.Key, File: r.File, Diagnostics: c.diags.Errors()})
 		}
 	}
+	set.HostConflicts = hostConflicts(acceptedDocs, set.Rollouts)
 }
 
 // templateRefs checks that every analysis the rollout runs names templates

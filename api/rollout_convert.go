@@ -57,6 +57,8 @@ func convertRollout(rd *rolloutDoc, mode Mode) (*Rollout, *checker) {
 	if ro.Name == "" {
 		c.cannotRunf("metadata.name", "required: sluice identifies a rollout by namespace/name")
 	}
+	c.objectNames(ro.Name, ro.Namespace)
+	c.replicasAtMost("spec.replicas", ro.Spec.Replicas)
 	if ro.Spec.Replicas != nil {
 		r.Replicas = *ro.Spec.Replicas
 	}

@@ -27,6 +27,12 @@ type Set struct {
 	// limit (size, alias cycle or expansion): their objects are missing
 	// from the set, so a caller must not read their absence as a deletion.
 	Unreadable []string
+	// HostConflicts are the sluice.io/xds hosts that two or more valid
+	// rollouts claim. Those rollouts stay in Rollouts and their errors are
+	// not in Diagnostics (HostDiagnostics has them): the controller keeps
+	// the one that held the host first and refuses the others; `sluice
+	// validate` reports them all.
+	HostConflicts []HostConflict
 	// Skipped lists documents of kinds sluice does not read.
 	Skipped []SkippedDoc
 	// Refused says the tree as a whole was not loaded (over a Limits file
@@ -86,5 +92,24 @@ func (s *Set) restrictNamespaces(watched []string) {
 		s.Rejected = append(s.Rejected, Rejected{Key: r.Key, File: r.File, Diagnostics: Diagnostics{d}})
 	}
 	s.Rollouts = kept
+	s.HostConflicts = s.conflictsAmongRollouts()
 	sortSet(s)
+}
+
+// conflictsAmongRollouts drops from HostConflicts the claims of rollouts
+// no longer in Rollouts, and the conflicts left with one claimant.
+func (s *Set) conflictsAmongRollouts() []HostConflict {
+	var out []HostConflict
+	for _, hc := range s.HostConflicts {
+		var claims []HostClaim
+		for _, c := range hc.Claims {
+			if s.Rollout(c.Key) != nil {
+				claims = append(claims, c)
+			}
+		}
+		if len(claims) > 1 {
+			out = append(out, HostConflict{Host: hc.Host, Claims: claims})
+		}
+	}
+	return out
 }

@@ -330,6 +330,7 @@ func (c *checker) canaryScale(path string, s *v1alpha1.SetCanaryScale, tr *v1alp
 		if *s.Replicas < 0 {
 			c.warnf(path+".replicas", "should not be negative, got %d", *s.Replicas)
 		}
+		c.replicasAtMost(path+".replicas", s.Replicas)
 	}
 	if s.MatchTrafficWeight {
 		n++

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/spf13/cobra"
@@ -40,9 +41,11 @@ func runValidate(w io.Writer, o validateOptions, paths []string) error {
 	if err != nil {
 		return err
 	}
+	// A host two rollouts claim is an error here: the daemon keeps the
+	// rollout that held it first and refuses the other.
+	diags := append(slices.Clone(set.Diagnostics), set.HostDiagnostics()...)
 	switch o.output {
 	case "json":
-		diags := set.Diagnostics
 		if diags == nil {
 			diags = api.Diagnostics{}
 		}
@@ -52,16 +55,16 @@ func runValidate(w io.Writer, o validateOptions, paths []string) error {
 			return err
 		}
 	case "text", "table", "":
-		for _, d := range set.Diagnostics {
+		for _, d := range diags {
 			fmt.Fprintln(w, d)
 		}
-		if !set.Diagnostics.HasErrors() {
+		if !diags.HasErrors() {
 			fmt.Fprintf(w, "ok: %d rollouts, %d analysis templates\n", len(set.Rollouts), len(set.Templates))
 		}
 	default:
 		return fmt.Errorf("unknown output format %q (use text or json)", o.output)
 	}
-	if set.Diagnostics.HasErrors() {
+	if diags.HasErrors() {
 		return exitError{code: 1}
 	}
 	return nil

@@ -59,3 +59,53 @@ func TestValidateHostileFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateHostClaimedTwice: finding N3. A second rollout in another
+// namespace naming default/web's sluice.io/xds host makes `sluice
+// validate` exit 1, with an error at each host field naming the other
+// file and line.
+func TestValidateHostClaimedTwice(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, ns, endpoint string) string {
+		p := filepath.Join(dir, ns+".yaml")
+		body := `apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata:
+  name: ` + name + `
+  namespace: ` + ns + `
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: app, image: shop/web:v1}]}
+  strategy:
+    canary:
+      steps: [{setWeight: 10}]
+      trafficRouting:
+        plugins:
+          sluice.io/xds:
+            host: web.shop
+            endpoints: {"shop/web:v1": ["` + endpoint + `"]}
+`
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	web := write("web", "default", "127.0.0.1:9001")
+	intruder := write("web", "intruder", "10.66.66.66:80")
+	out, _, err := runClientCmd(context.Background(), "validate", dir)
+	if code := cliExitCode(err); code != 1 {
+		t.Errorf("exit %d (%v), want 1; output:\n%s", code, err, out)
+	}
+	field := regexp.QuoteMeta(": spec.strategy.canary.trafficRouting.plugins[sluice.io/xds].host: ")
+	for _, want := range []string{
+		`(?m)^` + regexp.QuoteMeta(web+":18") + field + `host "web\.shop" is also claimed by rollout intruder/web \(` + regexp.QuoteMeta(intruder+":18") + `\)`,
+		`(?m)^` + regexp.QuoteMeta(intruder+":18") + field + `host "web\.shop" is also claimed by rollout default/web \(` + regexp.QuoteMeta(web+":18") + `\)`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out.String()) {
+			t.Errorf("output:\n%s\nwant a line matching %s", out, want)
+		}
+	}
+}

@@ -162,9 +162,15 @@ func (w *world) startWith(edit func(*Options)) *running {
 // waitStatus polls the runner until cond holds.
 func (r *running) waitStatus(t *testing.T, what string, cond func(rollout.Status) bool) rollout.Status {
 	t.Helper()
+	return r.waitStatusOf(t, key, what, cond)
+}
+
+// waitStatusOf polls the runner until cond holds for rollout k.
+func (r *running) waitStatusOf(t *testing.T, k api.Key, what string, cond func(rollout.Status) bool) rollout.Status {
+	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		st, ok := r.d.Runner().Status(key)
+		st, ok := r.d.Runner().Status(k)
 		if ok && cond(st) {
 			return st
 		}

@@ -31,6 +31,7 @@ func (d *Daemon) apply(ctx context.Context, rev gitwatch.Revision) error {
 		// records of rollouts that were lost meanwhile.
 		d.templates.update(rev.Set)
 		lost := d.lostOnReplay(rev.Commit, rev.Set)
+		d.refuseHostIntruders(rev.Commit, rev.Set, lost)
 		if err := d.recoverLost(ctx, rev.Commit, lost); err != nil {
 			return err
 		}
@@ -68,6 +69,7 @@ func (d *Daemon) apply(ctx context.Context, rev gitwatch.Revision) error {
 	for key, diags := range rejected {
 		events = append(events, runner.KeyedEvent{Key: key, Event: rollout.Invalid{Commit: rev.Commit, Errors: diags}})
 	}
+	d.refuseHostIntruders(rev.Commit, rev.Set, events)
 	if err := d.recoverLost(ctx, rev.Commit, events); err != nil {
 		return err
 	}

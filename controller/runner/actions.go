@@ -56,7 +56,13 @@ func (r *Runner) setTraffic(e *entry, a rollout.SetTraffic) {
 		return
 	}
 	push, ack := r.startPush(e.state, a)
-	version, err := r.opts.Traffic.SetTraffic(a.Traffic)
+	// The owner of a host is decided by the records, not by which
+	// rollout happens to publish first (after a restart, in parallel).
+	err := r.hostRefusal(a.Traffic)
+	var version string
+	if err == nil {
+		version, err = r.opts.Traffic.SetTraffic(a.Traffic)
+	}
 	if err != nil {
 		r.log.Error("publish traffic", "rollout", key.String(), "gen", a.Gen, "err", err)
 		r.endPush(push, ack, "", "refused", err)

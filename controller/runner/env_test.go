@@ -347,10 +347,17 @@ func (e *env) waitState(key api.Key, what string, cond func(rollout.State) bool)
 
 var checkout = api.Key{Namespace: "default", Name: "checkout"}
 
-// spec builds a rollout of version v with the given steps.
+// spec builds a rollout of version v with the given steps. Its host is
+// <name>.internal in the default namespace, <name>.<namespace>.internal
+// elsewhere: one host has one owner, so rollouts of one name in two
+// namespaces need two hosts.
 func spec(key api.Key, v string, steps ...api.Step) *api.Rollout {
+	host := key.Name + ".internal"
+	if key.Namespace != api.DefaultNamespace {
+		host = key.Name + "." + key.Namespace + ".internal"
+	}
 	return &api.Rollout{Key: key, Version: v, Steps: steps, XDS: &api.XDSConfig{
-		Host:      key.Name + ".internal",
+		Host:      host,
 		Endpoints: map[string][]string{"v1": {"127.0.0.1:9001"}, "v2": {"127.0.0.1:9002"}, "v3": {"127.0.0.1:9003"}},
 	}}
 }

@@ -238,6 +238,7 @@ func (r *Runner) process(e *entry, j job) (res result) {
 	r.mu.Lock()
 	e.state, e.stamps = next, times
 	r.adm.track(old, next)
+	r.hosts.track(e.key, old, next, times.createdAt)
 	if granted {
 		delete(r.adm.granting, e.key) // from now on next.HoldsSlot counts it
 	}

@@ -130,6 +130,7 @@ type Runner struct {
 	closed   bool
 	started  bool
 	adm      admissionState
+	hosts    hostIndex
 	idle     *sync.Cond // signalled when a worker finds its queue empty
 
 	workers sync.WaitGroup
@@ -167,6 +168,7 @@ func New(opts Options) (*Runner, error) {
 		rollouts: map[api.Key]*entry{},
 		subs:     map[chan Update]struct{}{},
 		adm:      admissionState{limits: opts.Limits, granting: map[api.Key]bool{}},
+		hosts:    newHostIndex(),
 	}
 	r.idle = sync.NewCond(&r.mu)
 	return r, nil
@@ -209,6 +211,7 @@ func (r *Runner) Start(ctx context.Context) error {
 		r.rollouts[k] = e
 		r.adm.resumeTickets(rec.State)
 		r.adm.track(rollout.State{}, rec.State)
+		r.hosts.track(k, rollout.State{}, rec.State, rec.CreatedAt)
 		resumed = append(resumed, rec)
 	}
 	r.mu.Unlock()

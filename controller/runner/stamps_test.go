@@ -53,6 +53,11 @@ func TestCreatedAtSurvives(t *testing.T) {
 	old := api.Key{Namespace: "default", Name: "old"}
 	oldState := paused
 	oldState.Key = old
+	// Its own spec and host: a second record naming checkout's host
+	// would not own it (checkout was created first).
+	oldSpec := *oldState.Spec
+	oldSpec.Key, oldSpec.XDS = old, &api.XDSConfig{Host: "old.internal", Endpoints: oldSpec.XDS.Endpoints}
+	oldState.Spec = &oldSpec
 	b, err := encodeRecord(record{State: oldState, Time: t0})
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,8 @@ import (
 type Options struct {
 	Cluster *Cluster
 	Rollout *api.Rollout
-	// Replicas is how many canary pods to place (0: the rollout's replicas).
+	// Replicas is how many canary pods to place (0: the rollout's
+	// replicas), at most api.MaxReplicas.
 	Replicas int32
 	// Baseline also places as many baseline pods, matched to the canary.
 	Baseline bool
@@ -95,6 +96,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if n < 0 {
 		return nil, fmt.Errorf("plan: replicas %d is negative", n)
+	}
+	if n > api.MaxReplicas {
+		// The plan holds every pod (and its placement or diagnosis) in
+		// memory: the cap bounds it.
+		return nil, fmt.Errorf("plan: replicas %d is more than the maximum of %d", n, api.MaxReplicas)
 	}
 	pods, err := PodsFor(o.Rollout, n, o.Baseline, o.DependsOn)
 	if err != nil {

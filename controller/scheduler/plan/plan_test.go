@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -202,6 +203,52 @@ func TestRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.check(t, r)
+		})
+	}
+}
+
+// TestRunReplicasCapped: finding N11. A plan for more pods than
+// api.MaxReplicas (a persisted rollout or `sluice schedule --replicas`
+// bypass the file validation) is refused before anything is allocated;
+// `sluice schedule` reached 2 GB in 20 s with 2147483647. At the maximum
+// the plan completes with bounded memory.
+func TestRunReplicasCapped(t *testing.T) {
+	cluster, err := ParseCluster([]byte(nodesYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		replicas int32
+		wantErr  bool
+		maxBytes uint64 // total allocated during Run
+	}{
+		{"int32 max", 2147483647, true, 1 << 20},
+		{"one over the maximum", api.MaxReplicas + 1, true, 1 << 20},
+		{"the maximum", api.MaxReplicas, false, 128 << 20},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ro := rollout(nil)
+			ro.Replicas = tc.replicas
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			rep, err := Run(context.Background(), Options{Cluster: cluster, Rollout: ro, Seed: 1})
+			runtime.ReadMemStats(&after)
+			if tc.wantErr != (err != nil) {
+				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+			}
+			if err != nil && !strings.Contains(err.Error(), "more than the maximum of 10000") {
+				t.Errorf("err = %v, want it to name the maximum", err)
+			}
+			if err == nil && len(rep.Placements)+len(rep.Unschedulable) != api.MaxReplicas {
+				t.Errorf("%d placed + %d unschedulable, want %d pods", len(rep.Placements), len(rep.Unschedulable), api.MaxReplicas)
+			}
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > tc.maxBytes {
+				t.Errorf("allocated %d MB, want at most %d MB", alloc>>20, tc.maxBytes>>20)
+			} else {
+				t.Logf("allocated %.1f MB", float64(alloc)/(1<<20))
+			}
 		})
 	}
 }
