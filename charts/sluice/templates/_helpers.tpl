@@ -60,6 +60,9 @@ Checks that need more than one value (the schema checks single values).
 {{- if and (not .Values.api.existingSecret) (not .Values.api.insecure) }}
 {{- fail "api.existingSecret is required (a Secret with key \"token\"): the HTTP API listens on the pod IP; set api.insecure=true to serve it without a token" }}
 {{- end }}
+{{- if and .Values.api.existingReadSecret (not .Values.api.existingSecret) }}
+{{- fail "api.existingReadSecret needs api.existingSecret: reads cannot need a token while commands need none" }}
+{{- end }}
 {{- if eq .Values.stateStore "bbolt" }}
 {{- if gt (int .Values.replicaCount) 1 }}
 {{- fail "stateStore bbolt keeps state in one pod: set replicaCount to 1, or use stateStore kubernetes" }}
