@@ -24,7 +24,7 @@ type clientOptions struct {
 
 func (o *clientOptions) addFlags(cmd *cobra.Command, withOutput bool) {
 	cmd.Flags().StringVar(&o.server, "server", "", "daemon URL (env "+client.EnvServer+", default "+client.DefaultServer+")")
-	cmd.Flags().StringVar(&o.tokenFile, "token-file", "", "file holding the API bearer token for write calls")
+	cmd.Flags().StringVar(&o.tokenFile, "token-file", "", "file holding the API bearer token: the write token for commands, the read or write token for reads when the server has --api-read-token-file")
 	if withOutput {
 		cmd.Flags().StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
 	}

@@ -42,6 +42,9 @@ Every flag can also be set in a YAML file given with --config, using the flag na
 keys (lists for repeatable flags); flags on the command line win.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Before the config file sets flags: only the command line is
+			// visible to others.
+			inline := secretsOnCommandLine(cmd.Flags())
 			if o.configFile != "" {
 				if err := applyConfigFile(cmd.Flags(), o.configFile); err != nil {
 					return err
@@ -52,6 +55,7 @@ keys (lists for repeatable flags); flags on the command line win.`,
 				return err
 			}
 			o.Logger = logger
+			warnSecretsOnCommandLine(logger, inline)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			// Traces: off unless the standard OTEL_* variables ask for them.
@@ -84,12 +88,16 @@ keys (lists for repeatable flags); flags on the command line win.`,
 	f.IntVar(&o.HTTPLimits.MaxHeaderBytes, "http-max-header-bytes", lim.MaxHeaderBytes, "largest request line and headers, in bytes")
 	f.IntVar(&o.HTTPLimits.MaxWebhooks, "http-max-webhooks", lim.MaxWebhooks, "webhooks served at once; more are answered 503")
 	f.IntVar(&o.HTTPLimits.MaxEventStreams, "http-max-event-streams", lim.MaxEventStreams, "open /api/v1/events streams; more are answered 503")
+	f.IntVar(&o.HTTPLimits.MaxEventStreamsPerClient, "http-max-event-streams-per-client", lim.MaxEventStreamsPerClient, "open /api/v1/events streams of one client IP address; more are answered 503 (behind a proxy every client has its address)")
 	f.Uint32Var(&o.EnvoyPort, "envoy-port", 10000, "port of the sluice-http listener served to Envoy")
 	f.StringVar(&o.WebhookSecretFile, "webhook-secret-file", "", "file holding the git webhook secret")
 	f.StringVar(&o.APITokenFile, "api-token-file", "", "file holding the bearer token required by API write calls")
-	f.StringArrayVar(&o.AlertWebhooks, "alert-webhook", nil, "URL receiving alerts as JSON (repeatable)")
-	f.StringVar(&o.AlertSlack, "alert-slack", "", "Slack incoming-webhook URL for alerts")
-	f.StringVar(&o.AlertmanagerURL, "alertmanager-url", "", "Alertmanager base URL for alerts")
+	f.StringVar(&o.APIReadTokenFile, "api-read-token-file", "", "file holding a bearer token required by the read API, the event stream and the dashboard's data (the write token is taken too; needs --api-token-file)")
+	f.StringSliceVar(&o.APIAllowedHosts, "api-allowed-hosts", nil, "host names the HTTP API answers to beyond localhost, IP addresses and the host of --http-addr, e.g. sluice.example.com or *.example.com (comma-separated or repeated); other Host headers get 421")
+	f.StringSliceVar(&o.APITrustedOrigins, "api-trusted-origins", nil, "origins (scheme://host[:port]) whose cross-origin write calls are taken, for a proxy that changes the Host header (comma-separated or repeated)")
+	f.StringArrayVar(&o.AlertWebhooks, "alert-webhook", nil, "URL receiving alerts as JSON (repeatable); deprecated on the command line, where ps and pprof show it: use --alert-webhook-file or --config")
+	f.StringVar(&o.AlertSlack, "alert-slack", "", "Slack incoming-webhook URL for alerts; deprecated on the command line, where ps and pprof show it: use --alert-slack-file or --config")
+	f.StringVar(&o.AlertmanagerURL, "alertmanager-url", "", "Alertmanager base URL for alerts; deprecated on the command line, where ps and pprof show it: use --alertmanager-url-file or --config")
 	f.StringArrayVar(&o.AlertWebhookFiles, "alert-webhook-file", nil, "file holding a URL receiving alerts as JSON, kept off the command line (repeatable)")
 	f.StringVar(&o.AlertSlackFile, "alert-slack-file", "", "file holding the Slack incoming-webhook URL, kept off the command line")
 	f.StringVar(&o.AlertmanagerURLFile, "alertmanager-url-file", "", "file holding the Alertmanager base URL, kept off the command line")

@@ -108,7 +108,14 @@ func New(opts Options) (_ *Daemon, err error) {
 // which is then logged loudly. It looks at the bound address, so ":8080",
 // "0.0.0.0:8080" and host names that resolve off loopback are all caught.
 func (d *Daemon) checkAPIExposure() error {
-	if d.opts.APITokenFile != "" || onLoopback(d.httpLis.Addr()) {
+	if onLoopback(d.httpLis.Addr()) {
+		return nil
+	}
+	if d.opts.APITokenFile != "" {
+		if d.opts.APIReadTokenFile == "" {
+			d.log.Info("the read API is open: anyone who can reach the HTTP API can read rollout statuses and follow the event stream; "+
+				"--api-read-token-file requires a token for reads", "http", d.httpLis.Addr().String())
+		}
 		return nil
 	}
 	if !d.opts.InsecureAPI {
@@ -212,15 +219,12 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 	}); err != nil {
 		return fmt.Errorf("gitwatch: %w", err)
 	}
-	token := ""
-	if o.APITokenFile != "" {
-		if token, err = httpapi.ReadToken(o.APITokenFile); err != nil {
-			return fmt.Errorf("api token: %w", err)
-		}
-	}
 	d.backend = &backend{runner: d.runner, broker: broker, kube: d.kube, writeback: d.writeback, clients: d.gateway}
-	d.api, err = httpapi.New(httpapi.Options{Backend: d.backend, Ready: d.ready, Registry: reg, Token: token, Hook: d.watcher.Handler(), Limits: o.HTTPLimits, Logger: d.log})
+	apiOpts, err := o.APIAccess(httpapi.Options{Backend: d.backend, Ready: d.ready, Registry: reg, Hook: d.watcher.Handler(), Logger: d.log})
 	if err != nil {
+		return err
+	}
+	if d.api, err = httpapi.New(apiOpts); err != nil {
 		return fmt.Errorf("http api: %w", err)
 	}
 	return nil

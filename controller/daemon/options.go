@@ -57,6 +57,16 @@ type Options struct {
 	GitAuth           gitwatch.Auth
 	WebhookSecretFile string
 	APITokenFile      string
+	// APIReadTokenFile holds a token the read API, the event stream and
+	// the dashboard's data then need (the write token is taken too); it
+	// needs APITokenFile.
+	APIReadTokenFile string
+	// APIAllowedHosts are host names the API answers to beyond localhost,
+	// IP addresses and the host of HTTPAddr (DNS rebinding guard).
+	APIAllowedHosts []string
+	// APITrustedOrigins are origins whose cross-origin writes are taken
+	// (a proxy that changes Host).
+	APITrustedOrigins []string
 	// PrometheusTokenFile is sent as a bearer token with Prometheus queries
 	// to PrometheusURL's origin (scheme, host, port) and nowhere else.
 	PrometheusTokenFile string

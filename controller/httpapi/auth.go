@@ -27,12 +27,26 @@ func (t *tokenChecker) allowed(r *http.Request) bool {
 	if !t.on {
 		return true
 	}
-	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
+	tok, ok := bearer(r)
+	return ok && t.matches(tok)
+}
+
+// matches compares tok with the token; false when there is none.
+func (t *tokenChecker) matches(tok string) bool {
+	if !t.on {
 		return false
 	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	got := sha256.Sum256([]byte(tok))
 	return subtle.ConstantTimeCompare(got[:], t.sum[:]) == 1
+}
+
+// bearer is the token of an "Authorization: Bearer <token>" header.
+func bearer(r *http.Request) (string, bool) {
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(tok), true
 }
 
 // ReadToken reads a token file (--api-token-file, --token-file), trimming

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/dashboard"
+	"github.com/sluice-dev/sluice/controller/hostcheck"
 )
 
 // Options configure the API handler.
@@ -31,6 +32,18 @@ type Options struct {
 	// Token, when set, is required as "Authorization: Bearer <token>" on
 	// write calls.
 	Token string
+	// ReadToken, when set, is required on the read calls (status, recent
+	// events, the event stream), as a bearer token or in TokenCookie; the
+	// write token is taken too. It needs Token: reads cannot be guarded
+	// more than writes.
+	ReadToken string
+	// AllowedHosts are the host names (or "*.example.com") served beyond
+	// localhost and IP literals; any other Host is answered 421, against
+	// DNS rebinding (controller/hostcheck).
+	AllowedHosts []string
+	// TrustedOrigins are origins ("https://sluice.example.com") whose
+	// cross-origin writes are taken, for a proxy that changes Host.
+	TrustedOrigins []string
 	// Hook is mounted at /hook/ (gitwatch's webhook handler); nil answers
 	// 404 there.
 	Hook http.Handler
@@ -53,11 +66,15 @@ type Handler struct {
 	backend   Backend
 	ready     func() error
 	token     *tokenChecker
+	readToken *tokenChecker
+	origins   *http.CrossOriginProtection
+	served    http.Handler // mux behind the Host check
 	heartbeat time.Duration
 	maxBody   int64
 	limits    Limits
 	refused   *prometheus.CounterVec
 	streams   streamSlots
+	perClient *clientStreams
 	log       *slog.Logger
 	// closing ends every event stream: http.Server.Shutdown waits for
 	// requests to finish, and a stream never does on its own.
@@ -88,6 +105,17 @@ func New(opts Options) (*Handler, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	opts.Limits = opts.Limits.withDefaults()
+	if opts.ReadToken != "" && opts.Token == "" {
+		return nil, errors.New("httpapi: --api-read-token-file needs --api-token-file: writes would need no token while reads do")
+	}
+	hosts, err := hostcheck.New("--api-allowed-hosts", opts.AllowedHosts)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	origins, err := newOriginCheck(opts.TrustedOrigins)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
 	refused, err := newRefused(opts.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
@@ -97,22 +125,25 @@ func New(opts Options) (*Handler, error) {
 		backend:   opts.Backend,
 		ready:     opts.Ready,
 		token:     newTokenChecker(opts.Token),
+		readToken: newTokenChecker(opts.ReadToken),
+		origins:   origins,
 		heartbeat: opts.Heartbeat,
 		maxBody:   opts.MaxBodyBytes,
 		limits:    opts.Limits,
 		refused:   refused,
 		streams:   make(streamSlots, opts.Limits.MaxEventStreams),
+		perClient: newClientStreams(opts.Limits.MaxEventStreamsPerClient),
 		log:       opts.Logger,
 		closing:   make(chan struct{}),
 	}
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { text(w, http.StatusOK, "ok") })
 	h.mux.HandleFunc("GET /readyz", h.readyz)
 	h.mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{}))
-	h.mux.HandleFunc("GET /api/v1/rollouts", h.list)
-	h.mux.HandleFunc("GET /api/v1/rollouts/{namespace}/{name}", h.get)
-	h.mux.HandleFunc("GET /api/v1/rollouts/{namespace}/{name}/events", h.recent)
+	h.mux.HandleFunc("GET /api/v1/rollouts", h.reads(h.list))
+	h.mux.HandleFunc("GET /api/v1/rollouts/{namespace}/{name}", h.reads(h.get))
+	h.mux.HandleFunc("GET /api/v1/rollouts/{namespace}/{name}/events", h.reads(h.recent))
 	h.mux.HandleFunc("POST /api/v1/rollouts/{namespace}/{name}/{command}", h.command)
-	h.mux.HandleFunc("GET /api/v1/events", h.events)
+	h.mux.HandleFunc("GET /api/v1/events", h.reads(h.events))
 	h.mux.HandleFunc("GET /api/v1/info", h.info)
 	h.mux.Handle("GET "+dashboard.Prefix, dashboard.Handler())
 	h.mux.Handle("GET /{$}", http.RedirectHandler(dashboard.Prefix, http.StatusFound))
@@ -122,6 +153,7 @@ func New(opts Options) (*Handler, error) {
 	if opts.Hook != nil {
 		h.mux.Handle("/hook/", h.limitHooks(opts.Hook))
 	}
+	h.served = hosts.Handler(h.mux, "the names in --api-allowed-hosts", hostExempt)
 	return h, nil
 }
 
@@ -131,7 +163,7 @@ func New(opts Options) (*Handler, error) {
 func (h *Handler) CloseStreams() { h.closeOnce.Do(func() { close(h.closing) }) }
 
 // ServeHTTP implements http.Handler.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.served.ServeHTTP(w, r) }
 
 func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request) {
 	if err := h.ready(); err != nil {
@@ -146,6 +178,9 @@ func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request) {
 type Info struct {
 	// TokenRequired: commands need "Authorization: Bearer <token>".
 	TokenRequired bool `json:"tokenRequired"`
+	// ReadTokenRequired: reads (status, events, the event stream) need a
+	// token too, the read token or the write token.
+	ReadTokenRequired bool `json:"readTokenRequired,omitempty"`
 	// Following: this replica does not lead (--leader-elect); it serves
 	// reads and refuses writes with 503. Leader is the replica that leads,
 	// when known.
@@ -154,7 +189,7 @@ type Info struct {
 }
 
 func (h *Handler) info(w http.ResponseWriter, _ *http.Request) {
-	info := Info{TokenRequired: h.token.on}
+	info := Info{TokenRequired: h.token.on, ReadTokenRequired: h.readToken.on}
 	if f, ok := h.backend.(Follower); ok {
 		info.Following, info.Leader = true, f.Leader()
 	}
@@ -210,6 +245,9 @@ func (h *Handler) recent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) command(w http.ResponseWriter, r *http.Request) {
+	if h.writeRefused(w, r) {
+		return
+	}
 	if !h.token.allowed(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
 		writeError(w, http.StatusUnauthorized, errors.New("missing or wrong bearer token"))

@@ -128,6 +128,7 @@ func TestAPI(t *testing.T) {
 			if tt.auth != "" {
 				req.Header.Set("Authorization", tt.auth)
 			}
+			req.Header.Set(ClientHeader, "test") // as the client commands send it (guard_test.go goes without)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -167,12 +168,14 @@ func TestWriteCallsOpenWithoutToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("POST", "/api/v1/rollouts/default/a/pause", nil))
+	req := httptest.NewRequest("POST", "http://localhost/api/v1/rollouts/default/a/pause", nil)
+	req.Header.Set(ClientHeader, "test")
+	h.ServeHTTP(rec, req)
 	if rec.Code != 200 {
 		t.Errorf("pause without a configured token = %d %s, want 200", rec.Code, rec.Body)
 	}
 	rec = httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("POST", "/hook/github", nil))
+	h.ServeHTTP(rec, httptest.NewRequest("POST", "http://localhost/hook/github", nil))
 	if rec.Code != 404 {
 		t.Errorf("hook with no hook handler = %d, want 404", rec.Code)
 	}
@@ -195,7 +198,7 @@ func TestReadyz(t *testing.T) {
 				t.Fatal(err)
 			}
 			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "http://localhost/readyz", nil))
 			if rec.Code != tt.wantCode || !strings.Contains(rec.Body.String(), tt.wantBody) {
 				t.Errorf("readyz = %d %q, want %d %q", rec.Code, rec.Body, tt.wantCode, tt.wantBody)
 			}
@@ -212,7 +215,7 @@ func TestStatusContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/rollouts/default/checkout", nil))
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "http://localhost/api/v1/rollouts/default/checkout", nil))
 	var v any
 	if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
 		t.Fatal(err)
@@ -232,7 +235,7 @@ func TestStatusContract(t *testing.T) {
 
 	h, _ = New(Options{Backend: newMemBackend()})
 	rec = httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/rollouts", nil))
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "http://localhost/api/v1/rollouts", nil))
 	if strings.TrimSpace(rec.Body.String()) != `{"items":[]}` {
 		t.Errorf("empty list = %s, want {\"items\":[]}", rec.Body)
 	}
@@ -242,7 +245,7 @@ func TestListIsSorted(t *testing.T) {
 	be := newMemBackend(healthy("b", "x"), healthy("a", "z"), healthy("a", "y"))
 	h, _ := New(Options{Backend: be})
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/rollouts", nil))
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "http://localhost/api/v1/rollouts", nil))
 	var l List
 	if err := json.Unmarshal(rec.Body.Bytes(), &l); err != nil {
 		t.Fatal(err)

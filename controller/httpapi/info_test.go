@@ -21,7 +21,7 @@ func TestInfoAndDashboard(t *testing.T) {
 				t.Fatal(err)
 			}
 			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/info", nil))
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "http://localhost/api/v1/info", nil))
 			var info Info
 			if err := json.Unmarshal(rec.Body.Bytes(), &info); err != nil || rec.Code != http.StatusOK {
 				t.Fatalf("info: %d %s (%v)", rec.Code, rec.Body, err)
@@ -33,17 +33,17 @@ func TestInfoAndDashboard(t *testing.T) {
 	}
 	h, _ := New(Options{Backend: newMemBackend()})
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "http://localhost/", nil))
 	if rec.Code != http.StatusFound || rec.Header().Get("Location") != "/ui/" {
 		t.Errorf("GET / = %d to %q, want 302 to /ui/", rec.Code, rec.Header().Get("Location"))
 	}
 	rec = httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/ui/", nil))
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "http://localhost/ui/", nil))
 	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "app.js") {
 		t.Errorf("GET /ui/ = %d %.100s", rec.Code, rec.Body)
 	}
 	rec = httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/nothing", nil))
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "http://localhost/nothing", nil))
 	if rec.Code != http.StatusNotFound {
 		t.Errorf("GET /nothing = %d, want 404 (only / itself redirects)", rec.Code)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"sync"
@@ -35,6 +36,11 @@ type Limits struct {
 	// MaxEventStreams bounds the open GET /api/v1/events streams; beyond
 	// it a new stream is answered 503.
 	MaxEventStreams int
+	// MaxEventStreamsPerClient bounds the open event streams of one
+	// client (remote IP address), so that one client cannot take every
+	// slot of MaxEventStreams; beyond it a new stream is answered 503.
+	// Behind a proxy every client has the proxy's address.
+	MaxEventStreamsPerClient int
 }
 
 // DefaultLimits are the limits `sluice run` starts with.
@@ -47,6 +53,8 @@ func DefaultLimits() Limits {
 		MaxHeaderBytes:    64 << 10,
 		MaxWebhooks:       16,
 		MaxEventStreams:   100,
+		// A person has a few dashboard tabs and a `sluice get -w` or two.
+		MaxEventStreamsPerClient: 10,
 	}
 }
 
@@ -70,6 +78,9 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxEventStreams <= 0 {
 		l.MaxEventStreams = d.MaxEventStreams
 	}
+	if l.MaxEventStreamsPerClient <= 0 {
+		l.MaxEventStreamsPerClient = d.MaxEventStreamsPerClient
+	}
 	return l
 }
 
@@ -78,6 +89,7 @@ const (
 	refusedWebhookBusy        = "webhook-busy"
 	refusedWebhookReadTimeout = "webhook-read-timeout"
 	refusedEventStreamsFull   = "event-streams-full"
+	refusedClientStreamsFull  = "event-streams-per-client"
 )
 
 // newRefused registers sluice_http_refused_total on reg, or reuses the one
@@ -85,7 +97,7 @@ const (
 func newRefused(reg *prometheus.Registry) (*prometheus.CounterVec, error) {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_http_refused_total",
-		Help: "HTTP requests refused or cut off by a limit, by reason (webhook-busy, webhook-read-timeout, event-streams-full).",
+		Help: "HTTP requests refused or cut off by a limit, by reason (webhook-busy, webhook-read-timeout, event-streams-full, event-streams-per-client).",
 	}, []string{"reason"})
 	if err := reg.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError
@@ -99,7 +111,7 @@ func newRefused(reg *prometheus.Registry) (*prometheus.CounterVec, error) {
 		c = existing
 	}
 	// Every reason is exported from the start, so alerts see a 0 first.
-	for _, r := range []string{refusedWebhookBusy, refusedWebhookReadTimeout, refusedEventStreamsFull} {
+	for _, r := range []string{refusedWebhookBusy, refusedWebhookReadTimeout, refusedEventStreamsFull, refusedClientStreamsFull} {
 		c.WithLabelValues(r)
 	}
 	return c, nil
@@ -172,3 +184,43 @@ func (s streamSlots) take() bool {
 }
 
 func (s streamSlots) release() { <-s }
+
+// clientStreams counts the open event streams of each client against
+// MaxEventStreamsPerClient.
+type clientStreams struct {
+	mu   sync.Mutex
+	open map[string]int
+	max  int
+}
+
+func newClientStreams(max int) *clientStreams {
+	return &clientStreams{open: map[string]int{}, max: max}
+}
+
+// take reserves a slot of client; false when it has max open.
+func (c *clientStreams) take(client string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open[client] >= c.max {
+		return false
+	}
+	c.open[client]++
+	return true
+}
+
+func (c *clientStreams) release(client string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open[client]--; c.open[client] <= 0 {
+		delete(c.open, client)
+	}
+}
+
+// clientOf names the client of a request by its remote IP address (not a
+// forwarded-for header, which the client writes itself).
+func clientOf(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
+}

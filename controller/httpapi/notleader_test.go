@@ -58,6 +58,7 @@ func TestFollowerRefusesWrites(t *testing.T) {
 			if tt.auth != "" {
 				req.Header.Set("Authorization", tt.auth)
 			}
+			req.Header.Set(ClientHeader, "test")
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)

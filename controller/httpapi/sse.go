@@ -12,13 +12,23 @@ import (
 // events serves GET /api/v1/events as server-sent events: one "data:" line
 // holding one Event as JSON per event, its Seq as the SSE id, and a comment
 // line every heartbeat. ?rollout=ns/name (or name) limits the stream to one
-// rollout. Beyond Limits.MaxEventStreams open streams it answers 503.
+// rollout. Beyond Limits.MaxEventStreams open streams, or
+// Limits.MaxEventStreamsPerClient of one client, it answers 503.
 func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	var only *api.Key
 	if s := r.URL.Query().Get("rollout"); s != "" {
 		k := api.ParseKey(s)
 		only = &k
 	}
+	client := clientOf(r)
+	if !h.perClient.take(client) {
+		h.refused.WithLabelValues(refusedClientStreamsFull).Inc()
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, fmt.Errorf("%d event streams open from %s: close one (--http-max-event-streams-per-client)",
+			h.limits.MaxEventStreamsPerClient, client))
+		return
+	}
+	defer h.perClient.release(client)
 	if !h.streams.take() {
 		h.refused.WithLabelValues(refusedEventStreamsFull).Inc()
 		w.Header().Set("Retry-After", "5")

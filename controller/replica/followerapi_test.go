@@ -195,6 +195,7 @@ func TestFollowerHTTP(t *testing.T) {
 			}
 			defer f.stop()
 			req, _ := http.NewRequest(tt.method, "http://"+f.handoff.lis.Addr().String()+tt.path, nil)
+			req.Header.Set(httpapi.ClientHeader, "test") // writes without it are refused before the follower sees them
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)

@@ -61,16 +61,13 @@ func serveFollower(opts daemon.Options, view *followerAPI) (*followerHTTP, error
 }
 
 // followerServer is the HTTP server of a follower: the API handler, with
-// its limits and token, on view. closeStreams ends its event streams.
+// its limits, tokens and host names, on view. closeStreams ends its event streams.
 func followerServer(opts daemon.Options, view *followerAPI, reg *prometheus.Registry) (_ *http.Server, closeStreams func(), err error) {
-	token := ""
-	if opts.APITokenFile != "" {
-		if token, err = httpapi.ReadToken(opts.APITokenFile); err != nil {
-			return nil, nil, fmt.Errorf("api token: %w", err)
-		}
+	apiOpts, err := opts.APIAccess(httpapi.Options{Backend: view, Ready: view.ready, Registry: reg, Logger: opts.Logger.With("role", "follower")})
+	if err != nil {
+		return nil, nil, err
 	}
-	h, err := httpapi.New(httpapi.Options{Backend: view, Ready: view.ready, Registry: reg, Token: token,
-		Limits: opts.HTTPLimits, Logger: opts.Logger.With("role", "follower")})
+	h, err := httpapi.New(apiOpts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("follower http api: %w", err)
 	}

@@ -66,6 +66,9 @@ Checks that need more than one value (the schema checks single values).
 {{- if and .Values.xds.tls.existingSecret .Values.xds.insecure }}
 {{- fail "xds.tls.existingSecret and xds.insecure exclude each other: give the Secret for mutual TLS, or insecure for plaintext" }}
 {{- end }}
+{{- if and .Values.api.existingReadSecret (not .Values.api.existingSecret) }}
+{{- fail "api.existingReadSecret needs api.existingSecret: reads cannot need a token while commands need none" }}
+{{- end }}
 {{- if eq .Values.stateStore "bbolt" }}
 {{- if gt (int .Values.replicaCount) 1 }}
 {{- fail "stateStore bbolt keeps state in one pod: set replicaCount to 1, or use stateStore kubernetes" }}

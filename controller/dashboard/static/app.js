@@ -12,9 +12,30 @@ let stream = null; // the EventSource of the current view
 const $ = (sel) => document.querySelector(sel);
 const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 const token = () => sessionStorage.getItem(tokenKey) || "";
+// The server refuses a write without this header: an HTML form on another
+// site cannot send it (docs/http-api.md, cross-site requests).
+const clientHeader = { "X-Sluice-Client": "dashboard" };
+
+// keepToken stores the token for this tab, and in a cookie that the event
+// stream sends (EventSource sets no Authorization header); the server
+// takes the cookie for reads only, never for a command.
+function keepToken(t) {
+  const secure = location.protocol === "https:" ? "; Secure" : "";
+  if (t) {
+    sessionStorage.setItem(tokenKey, t);
+    document.cookie = `${tokenKey}=${encodeURIComponent(t)}; Path=/; SameSite=Strict${secure}`;
+  } else {
+    sessionStorage.removeItem(tokenKey);
+    document.cookie = `${tokenKey}=; Path=/; Max-Age=0; SameSite=Strict${secure}`;
+  }
+}
+
+function authHeaders() {
+  return token() ? { Authorization: "Bearer " + token() } : {};
+}
 
 async function getJSON(path) {
-  const res = await fetch(api + path, { headers: { Accept: "application/json" } });
+  const res = await fetch(api + path, { headers: { Accept: "application/json", ...authHeaders() } });
   const body = await res.json().catch(() => ({}));
   if (!res.ok) throw new Error(body.error || `${res.status} ${res.statusText}`);
   return body;
@@ -211,8 +232,7 @@ function actions(s) {
 async function command(verb) {
   const s = one.status;
   if (!confirm(`${verb} ${s.namespace}/${s.name}?`)) return;
-  const headers = {};
-  if (token()) headers.Authorization = "Bearer " + token();
+  const headers = { ...clientHeader, ...authHeaders() };
   try {
     const res = await fetch(`${api}/rollouts/${one.key}/${verb}`, { method: "POST", headers });
     const body = await res.json().catch(() => ({}));
@@ -366,7 +386,16 @@ function events() {
 function showTokenState() {
   const note = $("#token-note");
   if (token()) note.textContent = "token set for this tab";
+  else if (server.readTokenRequired) note.textContent = "this server needs a token to show rollouts";
   else note.textContent = server.tokenRequired ? "commands need a token" : "this server takes commands without a token";
+}
+
+// needsToken: this server's reads need a token and the tab has none.
+const needsToken = () => server.readTokenRequired && !token();
+
+function showNeedToken() {
+  if (stream) { stream.close(); stream = null; }
+  $("#main").innerHTML = `<h1>Rollouts</h1><p class="msg err" id="need-token" role="alert">This server needs the API token to show rollouts: enter it above (the read token or the write token).</p>`;
 }
 
 function showError(err) {
@@ -376,6 +405,7 @@ function showError(err) {
 async function route() {
   clearInterval(one.poll);
   clearTimeout(one.refetch);
+  if (needsToken()) return showNeedToken();
   const m = /^#\/r\/([^/]+)\/([^/?]+)/.exec(location.hash);
   if (m) await showRollout(decodeURIComponent(m[1]), decodeURIComponent(m[2])).catch(() => {});
   else await showList().catch(() => {});
@@ -386,15 +416,18 @@ async function start() {
   $("#token").value = token();
   $("#token-form").onsubmit = (e) => {
     e.preventDefault();
-    sessionStorage.setItem(tokenKey, $("#token").value.trim());
+    keepToken($("#token").value.trim());
     showTokenState();
-    if (one.status && location.hash.startsWith("#/r/")) renderRollout();
+    // Reads that needed the token can start now.
+    if (server.readTokenRequired) route();
+    else if (one.status && location.hash.startsWith("#/r/")) renderRollout();
   };
   $("#token-clear").onclick = () => {
-    sessionStorage.removeItem(tokenKey);
+    keepToken("");
     $("#token").value = "";
     showTokenState();
-    if (one.status && location.hash.startsWith("#/r/")) renderRollout();
+    if (server.readTokenRequired) route();
+    else if (one.status && location.hash.startsWith("#/r/")) renderRollout();
   };
   showTokenState();
   window.onhashchange = route;

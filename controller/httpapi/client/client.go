@@ -30,7 +30,8 @@ const EnvServer = "SLUICE_SERVER"
 type Options struct {
 	// Server is the daemon's base URL; default DefaultServer.
 	Server string
-	// Token is sent as a bearer token on write calls.
+	// Token is sent as a bearer token on every call (writes need the
+	// write token; reads need a token when the server has a read token).
 	Token string
 	// HTTPClient defaults to one without a timeout (the event stream is
 	// long-lived); Timeout bounds every other call.
@@ -175,9 +176,14 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values) (*
 	if err != nil {
 		return nil, err
 	}
-	if c.token != "" && method != http.MethodGet {
+	// The token goes with reads too: a server with --api-read-token-file
+	// needs it there (the write token is accepted for reads).
+	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	// Marks a program, not an HTML form: the server refuses writes
+	// without it (httpapi.ClientHeader).
+	req.Header.Set(httpapi.ClientHeader, "sluice-cli")
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, err
