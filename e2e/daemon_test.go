@@ -43,6 +43,8 @@ func startDaemon(t testing.TB, repo *gitRepo, flags ...string) *daemon {
 		"--state-dir", filepath.Join(t.TempDir(), "state"),
 		"--xds-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
 		"--log-format", "json", "--log-level", "info",
+		// The tests' web metrics read backends on loopback.
+		"--analysis-allow-hosts", "127.0.0.1",
 	}, flags...)
 	cmd := exec.Command(sluiceBin, args...)
 	d := &daemon{t: t, cmd: cmd, log: &testkit.SyncBuffer{}, exited: make(chan struct{})}

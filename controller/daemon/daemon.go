@@ -148,6 +148,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 		Logger: d.log, Registry: reg,
 		BearerTokenFile: o.PrometheusTokenFile, PrometheusURL: o.PrometheusURL,
 		MaxResponseBytes: o.AnalysisMaxResponseBytes, PrometheusTimeout: o.PrometheusTimeout, WebTimeout: o.WebTimeout,
+		WebAllowHosts: o.AnalysisAllowHosts,
 	})
 	if err != nil {
 		return fmt.Errorf("analysis: %w", err)
