@@ -83,6 +83,7 @@ keys (lists for repeatable flags); flags on the command line win.`,
 	f.IntVar(&o.HTTPLimits.MaxHeaderBytes, "http-max-header-bytes", lim.MaxHeaderBytes, "largest request line and headers, in bytes")
 	f.IntVar(&o.HTTPLimits.MaxWebhooks, "http-max-webhooks", lim.MaxWebhooks, "webhooks served at once; more are answered 503")
 	f.IntVar(&o.HTTPLimits.MaxEventStreams, "http-max-event-streams", lim.MaxEventStreams, "open /api/v1/events streams; more are answered 503")
+	f.IntVar(&o.HTTPLimits.MaxConnections, "http-max-connections", lim.MaxConnections, "open HTTP connections (at most half the open-file limit); beyond it a new one replaces the longest-idle keep-alive connection")
 	f.Uint32Var(&o.EnvoyPort, "envoy-port", 10000, "port of the sluice-http listener served to Envoy")
 	f.StringVar(&o.WebhookSecretFile, "webhook-secret-file", "", "file holding the git webhook secret")
 	f.StringVar(&o.APITokenFile, "api-token-file", "", "file holding the bearer token required by API write calls")

@@ -68,6 +68,7 @@ func New(opts Options) (_ *Daemon, err error) {
 			d.close() // what was opened before the failure
 		}
 	}()
+	d.opts.HTTPLimits = fitToFileLimit(opts.HTTPLimits, d.log)
 	if err := os.MkdirAll(opts.StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
@@ -381,7 +382,7 @@ func (d *Daemon) serveHTTP(ctx context.Context) error {
 		defer cancel()
 		_ = srv.Shutdown(shut)
 	}()
-	if err := srv.Serve(d.httpLis); !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(d.api.LimitConnections(srv, d.httpLis)); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

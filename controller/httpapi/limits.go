@@ -35,6 +35,10 @@ type Limits struct {
 	// MaxEventStreams bounds the open GET /api/v1/events streams; beyond
 	// it a new stream is answered 503.
 	MaxEventStreams int
+	// MaxConnections bounds the open connections; beyond it a new one
+	// takes the place of the longest-idle keep-alive connection (see
+	// connLimiter), so /healthz is answered while the cap holds.
+	MaxConnections int
 }
 
 // DefaultLimits are the limits `sluice run` starts with.
@@ -47,6 +51,7 @@ func DefaultLimits() Limits {
 		MaxHeaderBytes:    64 << 10,
 		MaxWebhooks:       16,
 		MaxEventStreams:   100,
+		MaxConnections:    1024,
 	}
 }
 
@@ -70,6 +75,9 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxEventStreams <= 0 {
 		l.MaxEventStreams = d.MaxEventStreams
 	}
+	if l.MaxConnections <= 0 {
+		l.MaxConnections = d.MaxConnections
+	}
 	return l
 }
 
@@ -78,6 +86,8 @@ const (
 	refusedWebhookBusy        = "webhook-busy"
 	refusedWebhookReadTimeout = "webhook-read-timeout"
 	refusedEventStreamsFull   = "event-streams-full"
+	refusedConnectionEvicted  = "connection-evicted"
+	refusedConnectionsFull    = "connections-full"
 )
 
 // newRefused registers sluice_http_refused_total on reg, or reuses the one
@@ -85,7 +95,7 @@ const (
 func newRefused(reg *prometheus.Registry) (*prometheus.CounterVec, error) {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_http_refused_total",
-		Help: "HTTP requests refused or cut off by a limit, by reason (webhook-busy, webhook-read-timeout, event-streams-full).",
+		Help: "HTTP requests refused or cut off by a limit, by reason (webhook-busy, webhook-read-timeout, event-streams-full, connection-evicted, connections-full).",
 	}, []string{"reason"})
 	if err := reg.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError
@@ -99,7 +109,7 @@ func newRefused(reg *prometheus.Registry) (*prometheus.CounterVec, error) {
 		c = existing
 	}
 	// Every reason is exported from the start, so alerts see a 0 first.
-	for _, r := range []string{refusedWebhookBusy, refusedWebhookReadTimeout, refusedEventStreamsFull} {
+	for _, r := range []string{refusedWebhookBusy, refusedWebhookReadTimeout, refusedEventStreamsFull, refusedConnectionEvicted, refusedConnectionsFull} {
 		c.WithLabelValues(r)
 	}
 	return c, nil
