@@ -61,6 +61,7 @@ func TestMeasurementValueBound(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Logf("run status with %d measurements: %d bytes as JSON", len(m.Measurements), len(b))
 			if len(b) > tt.maxStatus {
 				t.Errorf("run status is %d bytes as JSON, want at most %d", len(b), tt.maxStatus)
 			}
