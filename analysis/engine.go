@@ -43,6 +43,11 @@ type Options struct {
 	// WebTimeout bounds a web request whose metric sets no timeoutSeconds
 	// (default DefaultWebTimeout, Argo's).
 	WebTimeout time.Duration
+	// WebAllowHosts lets web metrics reach addresses that are refused by
+	// default (loopback, link-local, cloud metadata): IP addresses, CIDR
+	// prefixes, or host names (allowed whatever they resolve to). It is
+	// --analysis-allow-hosts.
+	WebAllowHosts []string
 	// ErrorRetryInterval is the wait after a failed measurement of a
 	// metric that has no interval (Argo: 10s).
 	ErrorRetryInterval time.Duration
@@ -63,6 +68,7 @@ type Engine struct {
 	maxBody     int64
 	promTimeout time.Duration
 	webTimeout  time.Duration
+	webGuard    *webGuard
 }
 
 // Defaults of the provider limits.
@@ -95,6 +101,11 @@ func New(opts Options) (*Engine, error) {
 		}
 		e.promOrigin = o
 	}
+	guard, err := newWebGuard(opts.WebAllowHosts)
+	if err != nil {
+		return nil, fmt.Errorf("analysis allow hosts: %w", err)
+	}
+	e.webGuard = guard
 	if e.maxBody <= 0 {
 		e.maxBody = DefaultMaxResponseBytes
 	}

@@ -53,7 +53,7 @@ func (r *recorder) wait(t *testing.T, timeout time.Duration) RunStatus {
 func newTestEngine(t *testing.T) (*Engine, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	e, err := New(Options{Registry: reg, ErrorRetryInterval: 50 * time.Millisecond})
+	e, err := New(Options{WebAllowHosts: testServers, Registry: reg, ErrorRetryInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,3 +118,7 @@ func gathered(t *testing.T, reg *prometheus.Registry, name string, labels map[st
 	}
 	return -1
 }
+
+// testServers lets web metrics reach httptest servers, which listen on
+// loopback, the address `sluice run` refuses by default (webguard.go).
+var testServers = []string{"127.0.0.1"}

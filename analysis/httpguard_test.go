@@ -108,7 +108,7 @@ func TestPrometheusTokenScope(t *testing.T) {
 	redirecting.Handle("/", configured.srv.Config.Handler)
 	configured.srv.Config.Handler = redirecting
 
-	e, err := New(Options{BearerTokenFile: writeToken(t, "t0ken"), PrometheusURL: configured.srv.URL})
+	e, err := New(Options{WebAllowHosts: testServers, BearerTokenFile: writeToken(t, "t0ken"), PrometheusURL: configured.srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestPrometheusTokenScope(t *testing.T) {
 }
 
 func TestTokenNeedsPrometheusURL(t *testing.T) {
-	_, err := New(Options{BearerTokenFile: writeToken(t, "t0ken")})
+	_, err := New(Options{WebAllowHosts: testServers, BearerTokenFile: writeToken(t, "t0ken")})
 	if err == nil || !strings.Contains(err.Error(), "prometheus url") {
 		t.Fatalf("New without PrometheusURL: %v", err)
 	}
@@ -191,7 +191,7 @@ func TestResponseTooLarge(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
-			e, err := New(Options{MaxResponseBytes: limit, Registry: reg})
+			e, err := New(Options{WebAllowHosts: testServers, MaxResponseBytes: limit, Registry: reg})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -234,7 +234,7 @@ func TestProviderTimeout(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
-			e, err := New(Options{PrometheusTimeout: timeout, WebTimeout: timeout, Registry: reg})
+			e, err := New(Options{WebAllowHosts: testServers, PrometheusTimeout: timeout, WebTimeout: timeout, Registry: reg})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -286,7 +286,7 @@ func TestProviderErrorsRedactURLs(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e, err := New(Options{})
+			e, err := New(Options{WebAllowHosts: testServers})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -277,7 +277,7 @@ func TestPrometheusBearerToken(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("  t0ken\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e, err := New(Options{BearerTokenFile: tokenFile, PrometheusURL: srv.URL})
+	e, err := New(Options{WebAllowHosts: testServers, BearerTokenFile: tokenFile, PrometheusURL: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestPrometheusBearerToken(t *testing.T) {
 func BenchmarkMeasurement(b *testing.B) {
 	p := startTrafficPrometheus(b)
 	p.WaitFor(b, `count_over_time(http_request_p99_seconds{version="v1"}[4s]) > 7`, 1, 60*time.Second)
-	e, err := New(Options{})
+	e, err := New(Options{WebAllowHosts: testServers})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -49,10 +49,15 @@ const (
 
 // client builds a provider's HTTP client. headers and tokenFile (the
 // metric's own) go only to target's origin; the engine's token goes only
-// to the configured Prometheus; every body is capped at MaxResponseBytes.
+// to the configured Prometheus; every body is capped at MaxResponseBytes;
+// web requests dial through the engine's webGuard.
 func (e *Engine) client(provider string, target origin, headers map[string]string, tokenFile string, insecure bool) *http.Client {
+	base := e.transport(insecure)
+	if provider == labelWeb {
+		base = e.webGuard.transport(base)
+	}
 	var rt http.RoundTripper = &limitBodies{
-		base:    e.transport(insecure),
+		base:    base,
 		limit:   e.maxBody,
 		refused: func() { e.metrics.tooLarge.WithLabelValues(provider).Inc() },
 	}

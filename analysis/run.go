@@ -116,8 +116,11 @@ func (r *run) measureLoop(ctx context.Context, idx int, p provider, results chan
 			return
 		}
 		meas := Measurement{StartedAt: started, FinishedAt: r.e.now()}
+		if err == nil {
+			res, err = boundValue(res)
+		}
 		if err != nil {
-			meas.Phase, meas.Message = PhaseError, err.Error()
+			meas.Phase, meas.Message = PhaseError, boundMessage(err.Error())
 		} else {
 			meas.Value = valueText(res)
 			if res.Value == nil && res.Text == "" {

@@ -247,11 +247,15 @@ func matcherCount(m *v1alpha1.StringMatch) int {
 	return n
 }
 
-// regexMatch checks that a regex is valid RE2 and converts m.
+// regexMatch checks that a regex is valid RE2 within Envoy's program size
+// limit, and converts m.
 func (c *checker) regexMatch(path string, m *v1alpha1.StringMatch) StringMatch {
 	if m.Regex != "" {
 		if _, err := regexp.Compile(m.Regex); err != nil {
 			c.cannotRunf(path+".regex", "not a valid RE2 regular expression, which Envoy and gRPC need: %v", err)
+		} else if size, err := re2ProgramSize(m.Regex); err == nil && size > MaxRE2ProgramSize {
+			c.cannotRunf(path+".regex", "RE2 program size about %d is over Envoy's default limit of %d (re2.max_program_size.error_level): "+
+				"Envoy would NACK the route and hold the canary; simplify the regex (fewer .*, no large {n,m}) or match with exact or prefix", size, MaxRE2ProgramSize)
 		}
 	}
 	return StringMatch{Exact: m.Exact, Prefix: m.Prefix, Regex: m.Regex}

@@ -38,13 +38,23 @@ type daemon struct {
 // following repo's main branch, with extra flags, until the test ends.
 func startDaemon(t testing.TB, repo *gitRepo, flags ...string) *daemon {
 	t.Helper()
+	return startDaemonUnder(t, repo, nil, flags...)
+}
+
+// startDaemonUnder is startDaemon with `sluice run` started by wrapper
+// (e.g. prlimit), which must exec it in its own process.
+func startDaemonUnder(t testing.TB, repo *gitRepo, wrapper []string, flags ...string) *daemon {
+	t.Helper()
 	args := append([]string{"run",
 		"--repo", repo.origin, "--branch", "main", "--interval", "500ms",
 		"--state-dir", filepath.Join(t.TempDir(), "state"),
 		"--xds-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
 		"--log-format", "json", "--log-level", "info",
+		// The tests' web metrics read backends on loopback.
+		"--analysis-allow-hosts", "127.0.0.1",
 	}, flags...)
-	cmd := exec.Command(sluiceBin, args...)
+	argv := append(append(append([]string{}, wrapper...), sluiceBin), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	d := &daemon{t: t, cmd: cmd, log: &testkit.SyncBuffer{}, exited: make(chan struct{})}
 	pr, pw := io.Pipe()
 	cmd.Stdout = d.log

@@ -166,6 +166,7 @@ func (h *haRig) startWith(kubeconfig string) *haReplica {
 		"--kubernetes", "--kubeconfig", kubeconfig,
 		"--leader-elect", "--state-store", "kubernetes", "--namespace", h.ns,
 		"--alert-webhook", h.hook.srv.URL,
+		"--analysis-allow-hosts", "127.0.0.1", // the web metric's stats server
 		"--log-format", "json", "--log-level", "info")
 	r.cmd.Env = append(os.Environ(), "POD_NAME="+r.identity)
 	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log

@@ -46,6 +46,16 @@ type Limits struct {
 	// longer one ends the stream with InvalidArgument (reason
 	// "name_length" or "node_id_length").
 	NameLength int
+	// NodeBytes bounds a request's node (id, cluster, locality and the
+	// metadata Struct the client fills at will) on the wire; a larger one
+	// ends the stream before it is decoded (reason "node_bytes"). Envoy's
+	// and Istio's nodes are a few KiB.
+	NodeBytes int
+	// RequestBytes bounds one xDS request (gRPC's MaxRecvMsgSize); a
+	// larger one ends the stream with ResourceExhausted before it is read
+	// into memory. The largest real requests are a subscription to every
+	// rollout: 20,000 cluster names of about 60 bytes, 1.2 MB.
+	RequestBytes int
 }
 
 // DefaultLimits are the limits taken for zero fields. See Limits for why.
@@ -56,6 +66,8 @@ var DefaultLimits = Limits{
 	NamesPerSubscription: 50000,
 	SubscribedBytes:      64 << 20,
 	NameLength:           1024,
+	NodeBytes:            64 << 10,
+	RequestBytes:         4 << 20,
 }
 
 func (l Limits) withDefaults() Limits {
@@ -78,6 +90,12 @@ func (l Limits) withDefaults() Limits {
 	if l.NameLength > 0 {
 		d.NameLength = l.NameLength
 	}
+	if l.NodeBytes > 0 {
+		d.NodeBytes = l.NodeBytes
+	}
+	if l.RequestBytes > 0 {
+		d.RequestBytes = l.RequestBytes
+	}
 	return d
 }
 
@@ -92,10 +110,11 @@ const (
 	refusedSubscribedBytes = "subscribed_bytes"
 	refusedClientIdentity  = "client_identity" // mTLS: the certificate names no URI or DNS SAN
 	refusedNodeIdentity    = "node_identity"   // mTLS: the node id is not the certificate's identity
+	refusedNodeBytes       = "node_bytes"
 )
 
 var refusedReasons = []string{refusedStreams, refusedNodeNotAllowed, refusedNodeIDLength, refusedNameLength,
-	refusedNamesPerRequest, refusedNamesPerSub, refusedSubscribedBytes, refusedClientIdentity, refusedNodeIdentity}
+	refusedNamesPerRequest, refusedNamesPerSub, refusedSubscribedBytes, refusedClientIdentity, refusedNodeIdentity, refusedNodeBytes}
 
 // refuse counts and logs one refusal and returns the status that ends the
 // stream.

@@ -15,6 +15,8 @@ import (
 	"github.com/sluice-dev/sluice/api"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/encoding"
+	protoenc "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/proto"
 )
@@ -168,7 +170,8 @@ func New(opts Options) (*Server, error) {
 // grpcServerOptions are the options Serve uses: transport credentials,
 // the per-connection stream limit, lenient keepalive, static flow-control windows (no BDP pings from the
 // server on every stream), and a write buffer released between writes (an
-// idle xDS stream then holds no 32 KiB buffer).
+// idle xDS stream then holds no 32 KiB buffer), and the request and node
+// size limits.
 func (s *Server) grpcServerOptions() []grpc.ServerOption {
 	opts := []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(s.limits.StreamsPerConnection),
@@ -176,6 +179,12 @@ func (s *Server) grpcServerOptions() []grpc.ServerOption {
 		grpc.StaticStreamWindowSize(1 << 20),
 		grpc.StaticConnWindowSize(1 << 20),
 		grpc.SharedWriteBuffer(true),
+		grpc.MaxRecvMsgSize(s.limits.RequestBytes),
+		grpc.ForceServerCodecV2(nodeBoundCodec{
+			CodecV2: encoding.GetCodecV2(protoenc.Name),
+			limit:   s.limits.NodeBytes,
+			refused: func() { s.m.refused.WithLabelValues(refusedNodeBytes).Inc() },
+		}),
 	}
 	if s.creds != nil {
 		opts = append(opts, grpc.Creds(s.creds))

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
@@ -63,9 +64,23 @@ func newRepoCache(cacheDir, url string, log *slog.Logger) *repoCache {
 	return &repoCache{dir: dir, url: url, log: log, maxPacks: maxPacks}
 }
 
-// markDamaged makes the next open re-clone.
+// markDamaged makes the next open re-clone, unless reason is the process
+// running out of file descriptors: the cache is then fine, only
+// unreadable for now, and re-cloning it would need descriptors too.
 func (c *repoCache) markDamaged(reason error) {
+	if outOfDescriptors(reason) {
+		c.log.Warn("git cache unreadable: out of file descriptors; keeping it", "dir", c.dir, "reason", reason.Error())
+		return
+	}
 	c.damaged = reason.Error()
+}
+
+// outOfDescriptors says whether err is the process (EMFILE) or the system
+// (ENFILE) out of file descriptors, which says nothing about the cache's
+// content (finding K2: a cache was re-cloned because idle HTTP
+// connections held every descriptor).
+func outOfDescriptors(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
 // open returns the cache repository, creating it when missing and
@@ -84,6 +99,9 @@ func (c *repoCache) open() (*git.Repository, error) {
 	}
 	c.removeLeftovers()
 	repo, st, err := c.openExisting()
+	if outOfDescriptors(err) {
+		return nil, fmt.Errorf("open git cache: %w", err)
+	}
 	if err != nil {
 		if !errors.Is(err, git.ErrRepositoryNotExists) {
 			c.log.Warn("git cache is corrupt, re-cloning", "dir", c.dir, "reason", err.Error())

@@ -68,6 +68,7 @@ func New(opts Options) (_ *Daemon, err error) {
 			d.close() // what was opened before the failure
 		}
 	}()
+	d.opts.HTTPLimits = fitToFileLimit(opts.HTTPLimits, d.log)
 	if err := os.MkdirAll(opts.StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
@@ -157,6 +158,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 		Logger: d.log, Registry: reg,
 		BearerTokenFile: o.PrometheusTokenFile, PrometheusURL: o.PrometheusURL,
 		MaxResponseBytes: o.AnalysisMaxResponseBytes, PrometheusTimeout: o.PrometheusTimeout, WebTimeout: o.WebTimeout,
+		WebAllowHosts: o.AnalysisAllowHosts,
 	})
 	if err != nil {
 		return fmt.Errorf("analysis: %w", err)
@@ -386,7 +388,7 @@ func (d *Daemon) serveHTTP(ctx context.Context) error {
 		defer cancel()
 		_ = srv.Shutdown(shut)
 	}()
-	if err := srv.Serve(d.httpLis); !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(d.api.LimitConnections(srv, d.httpLis)); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

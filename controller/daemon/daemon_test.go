@@ -135,6 +135,8 @@ func (w *world) startWith(edit func(*Options)) *running {
 		Repo: w.bare, StateDir: w.stateDir, Interval: 100 * time.Millisecond,
 		XDSAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", AckTimeout: 2 * time.Second,
 		Logger: slog.New(slog.DiscardHandler),
+		// The tests' web metrics read httptest servers on loopback.
+		AnalysisAllowHosts: []string{"127.0.0.1"},
 	}
 	edit(&o)
 	d, err := New(o)

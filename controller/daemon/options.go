@@ -53,6 +53,10 @@ type Options struct {
 	// HTTPLimits bound the HTTP server: timeouts, concurrent webhooks,
 	// event streams (httpapi.DefaultLimits when zero).
 	HTTPLimits httpapi.Limits
+	// AnalysisAllowHosts lets web metrics reach loopback, link-local and
+	// cloud metadata addresses, refused by default (--analysis-allow-hosts;
+	// see analysis.Options.WebAllowHosts).
+	AnalysisAllowHosts []string
 
 	GitAuth           gitwatch.Auth
 	WebhookSecretFile string

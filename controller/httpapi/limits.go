@@ -41,6 +41,10 @@ type Limits struct {
 	// slot of MaxEventStreams; beyond it a new stream is answered 503.
 	// Behind a proxy every client has the proxy's address.
 	MaxEventStreamsPerClient int
+	// MaxConnections bounds the open connections; beyond it a new one
+	// takes the place of the longest-idle keep-alive connection (see
+	// connLimiter), so /healthz is answered while the cap holds.
+	MaxConnections int
 }
 
 // DefaultLimits are the limits `sluice run` starts with.
@@ -55,6 +59,7 @@ func DefaultLimits() Limits {
 		MaxEventStreams:   100,
 		// A person has a few dashboard tabs and a `sluice get -w` or two.
 		MaxEventStreamsPerClient: 10,
+		MaxConnections:           1024,
 	}
 }
 
@@ -81,6 +86,9 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxEventStreamsPerClient <= 0 {
 		l.MaxEventStreamsPerClient = d.MaxEventStreamsPerClient
 	}
+	if l.MaxConnections <= 0 {
+		l.MaxConnections = d.MaxConnections
+	}
 	return l
 }
 
@@ -90,6 +98,8 @@ const (
 	refusedWebhookReadTimeout = "webhook-read-timeout"
 	refusedEventStreamsFull   = "event-streams-full"
 	refusedClientStreamsFull  = "event-streams-per-client"
+	refusedConnectionEvicted  = "connection-evicted"
+	refusedConnectionsFull    = "connections-full"
 )
 
 // newRefused registers sluice_http_refused_total on reg, or reuses the one
@@ -97,7 +107,7 @@ const (
 func newRefused(reg *prometheus.Registry) (*prometheus.CounterVec, error) {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_http_refused_total",
-		Help: "HTTP requests refused or cut off by a limit, by reason (webhook-busy, webhook-read-timeout, event-streams-full, event-streams-per-client).",
+		Help: "HTTP requests refused or cut off by a limit, by reason (webhook-busy, webhook-read-timeout, event-streams-full, event-streams-per-client, connection-evicted, connections-full).",
 	}, []string{"reason"})
 	if err := reg.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError
@@ -111,7 +121,7 @@ func newRefused(reg *prometheus.Registry) (*prometheus.CounterVec, error) {
 		c = existing
 	}
 	// Every reason is exported from the start, so alerts see a 0 first.
-	for _, r := range []string{refusedWebhookBusy, refusedWebhookReadTimeout, refusedEventStreamsFull, refusedClientStreamsFull} {
+	for _, r := range []string{refusedWebhookBusy, refusedWebhookReadTimeout, refusedEventStreamsFull, refusedClientStreamsFull, refusedConnectionEvicted, refusedConnectionsFull} {
 		c.WithLabelValues(r)
 	}
 	return c, nil

@@ -292,7 +292,7 @@ func TestNewServerTimeouts(t *testing.T) {
 			srv := h.NewServer()
 			got := Limits{ReadHeaderTimeout: srv.ReadHeaderTimeout, ReadTimeout: srv.ReadTimeout, WriteTimeout: srv.WriteTimeout, IdleTimeout: srv.IdleTimeout, MaxHeaderBytes: srv.MaxHeaderBytes}
 			want := tt.want
-			want.MaxWebhooks, want.MaxEventStreams, want.MaxEventStreamsPerClient = 0, 0, 0
+			want.MaxWebhooks, want.MaxEventStreams, want.MaxEventStreamsPerClient, want.MaxConnections = 0, 0, 0, 0 // not http.Server fields
 			if got != want {
 				t.Errorf("server limits %+v, want %+v", got, want)
 			}

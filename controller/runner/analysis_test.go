@@ -60,7 +60,7 @@ func TestRealAnalysis(t *testing.T) {
 			}},
 		}
 	}
-	engine, err := analysis.New(analysis.Options{})
+	engine, err := analysis.New(analysis.Options{WebAllowHosts: []string{"127.0.0.1"}}) // the stats server is on loopback
 	if err != nil {
 		t.Fatal(err)
 	}

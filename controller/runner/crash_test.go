@@ -149,7 +149,7 @@ func TestCrashChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	engine, err := analysis.New(analysis.Options{})
+	engine, err := analysis.New(analysis.Options{WebAllowHosts: []string{"127.0.0.1"}}) // the stats server is on loopback
 	if err != nil {
 		t.Fatal(err)
 	}

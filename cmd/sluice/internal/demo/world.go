@@ -97,7 +97,10 @@ func (w *world) startDaemon() error {
 		Repo: w.repo.Origin, Branch: Branch, Interval: 2 * time.Second,
 		StateDir: filepath.Join(w.dir, "state"), XDSAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
 		WebhookSecretFile: secretFile, AlertWebhooks: []string{w.stage.sinkURL},
-		Logger: slog.New(slog.NewTextHandler(w.logFile, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		// The demo's analysis reads the canary backend's /stats on
+		// loopback, which web metrics may not reach by default.
+		AnalysisAllowHosts: []string{"127.0.0.1"},
+		Logger:             slog.New(slog.NewTextHandler(w.logFile, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})
 	if err != nil {
 		return fmt.Errorf("start daemon: %w", err)
