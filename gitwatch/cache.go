@@ -9,11 +9,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
 	gitconfig "github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
@@ -106,9 +104,7 @@ func (c *repoCache) storage() *boundedStorage {
 	// LargeObjectThreshold makes a read of a larger object stream from the
 	// pack instead of inflating it whole (sizes come from the pack header
 	// either way); packs are indexed within the same bound (packindex.go).
-	st := filesystem.NewStorageWithOptions(osfs.New(c.dir), cache.NewObjectLRUDefault(),
-		filesystem.Options{KeepDescriptors: true, LargeObjectThreshold: maxInflateBytes})
-	return &boundedStorage{Storage: st, dir: c.dir, maxInflate: maxInflateBytes}
+	return newBoundedStorage(c.dir, filesystem.Options{KeepDescriptors: true})
 }
 
 func (c *repoCache) openExisting() (*git.Repository, *boundedStorage, error) {

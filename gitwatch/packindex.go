@@ -7,10 +7,13 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/storage"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
@@ -51,6 +54,20 @@ type boundedStorage struct {
 }
 
 var _ storer.PackfileWriter = (*boundedStorage)(nil)
+
+// NewBoundedStorage is go-git storage for the repository in dir (its git
+// directory: a bare repository) that never holds an object of over
+// 16 MiB in memory, neither to index a fetched pack nor to read it. Other
+// go-git caches of the daemon (git writeback) use it too.
+func NewBoundedStorage(dir string) storage.Storer {
+	return newBoundedStorage(dir, filesystem.Options{})
+}
+
+func newBoundedStorage(dir string, opts filesystem.Options) *boundedStorage {
+	opts.LargeObjectThreshold = maxInflateBytes
+	st := filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRUDefault(), opts)
+	return &boundedStorage{Storage: st, dir: dir, maxInflate: maxInflateBytes}
+}
 
 // PackfileWriter implements storer.PackfileWriter: go-git's fetch writes
 // the pack it receives here.

@@ -10,9 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
@@ -106,9 +104,7 @@ func (j *repackJob) run(before, after func()) {
 	// search reads pairs of similar objects whole (two 1 GiB blobs would
 	// cost 2 GiB), and the repack is about the number of packs, not their
 	// size.
-	fsSt := filesystem.NewStorageWithOptions(osfs.New(j.staging), cache.NewObjectLRUDefault(),
-		filesystem.Options{LargeObjectThreshold: maxInflateBytes})
-	st := &boundedStorage{Storage: fsSt, dir: j.staging, maxInflate: maxInflateBytes}
+	st := newBoundedStorage(j.staging, filesystem.Options{})
 	defer st.Close()
 	repo, err := git.Open(st, nil)
 	if err == nil {
