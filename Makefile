@@ -22,6 +22,8 @@ TEST_TIMEOUT ?= 40m
 
 unit:
 	go test -count=1 -timeout $(TEST_TIMEOUT) $$(go list ./... | grep -v -E '/(gitwatch|gateway|analysis|controller|cmd/sluice/internal)(/|$$)')
+	# gitwatch's memory tests (K3, N5) skip themselves under -race.
+	go test -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestHugeBlob|TestDeepTree)$$' ./gitwatch/
 
 # An empty package list is an error: a renamed directory must not turn the
 # race step into a silent pass.

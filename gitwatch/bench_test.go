@@ -258,7 +258,7 @@ func BenchmarkLargeRepo(b *testing.B) {
 			b.Fatal(err)
 		}
 		for range b.N {
-			set, err := api.LoadFS(newTreeFS(root, c.Committer.When), "rollouts")
+			set, err := api.LoadFS(newTreeFS(root, c.Committer.When, TreeLimits{}), "rollouts")
 			if err != nil || len(set.Rollouts) != bigFiles {
 				b.Fatalf("load: %v, %d rollouts", err, len(set.Rollouts))
 			}

@@ -10,11 +10,9 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
 	gitconfig "github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
@@ -38,7 +36,7 @@ type repoCache struct {
 	url  string
 	log  *slog.Logger
 	repo *git.Repository
-	st   *filesystem.Storage
+	st   *boundedStorage
 	// damaged is why the cache must be re-cloned before its next use; ""
 	// when it is fine.
 	damaged string
@@ -118,14 +116,16 @@ func (c *repoCache) open() (*git.Repository, error) {
 	return repo, nil
 }
 
-func (c *repoCache) storage() *filesystem.Storage {
+func (c *repoCache) storage() *boundedStorage {
 	// KeepDescriptors keeps pack files open between reads: walking history
 	// and reading trees touch the same packs thousands of times.
-	return filesystem.NewStorageWithOptions(osfs.New(c.dir), cache.NewObjectLRUDefault(),
-		filesystem.Options{KeepDescriptors: true})
+	// LargeObjectThreshold makes a read of a larger object stream from the
+	// pack instead of inflating it whole (sizes come from the pack header
+	// either way); packs are indexed within the same bound (packindex.go).
+	return newBoundedStorage(c.dir, filesystem.Options{KeepDescriptors: true})
 }
 
-func (c *repoCache) openExisting() (*git.Repository, *filesystem.Storage, error) {
+func (c *repoCache) openExisting() (*git.Repository, *boundedStorage, error) {
 	if _, err := os.Stat(c.dir); errors.Is(err, os.ErrNotExist) {
 		return nil, nil, git.ErrRepositoryNotExists
 	}
@@ -180,7 +180,7 @@ func (c *repoCache) verify(repo *git.Repository) error {
 	})
 }
 
-func (c *repoCache) create() (*git.Repository, *filesystem.Storage, error) {
+func (c *repoCache) create() (*git.Repository, *boundedStorage, error) {
 	if err := os.MkdirAll(c.dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("create cache: %w", err)
 	}

@@ -58,6 +58,9 @@ type Options struct {
 	// Limits bound the strategy files read from one commit (api.Limits;
 	// zero fields take the defaults).
 	Limits api.Limits
+	// Tree bounds the depth and path length of the tree under Path
+	// (TreeLimits; zero fields take the defaults).
+	Tree TreeLimits
 	// Mode is where the rollouts run: it decides what a strategy file must
 	// hold (api.Mode; standalone by default).
 	Mode api.Mode

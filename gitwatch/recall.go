@@ -149,7 +149,7 @@ func (w *Watcher) recallSet(c *object.Commit) (*api.Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read tree of %s: %w", c.Hash, err)
 	}
-	set, err := w.recallLoader.LoadFS(newTreeFS(root, c.Committer.When), w.cfg.path)
+	set, err := w.loadTree(w.recallLoader, root, c)
 	if err != nil {
 		return nil, fmt.Errorf("load %s at %s: %w", w.cfg.path, c.Hash, err)
 	}

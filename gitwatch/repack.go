@@ -10,9 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
@@ -27,6 +25,17 @@ import (
 // hard-linked (they are immutable once written) and its refs and config
 // copied. A goroutine repacks the staging copy with go-git while the
 // watcher goes on fetching into the live cache. Between two later polls,
+// withoutDeltaSearch sets pack.window to 0 in the copy's config, which
+// RepackObjects reads.
+func withoutDeltaSearch(repo *git.Repository) error {
+	cfg, err := repo.Config()
+	if err != nil {
+		return err
+	}
+	cfg.Pack.Window = 0
+	return repo.SetConfig(cfg)
+}
+
 // finishRepack swaps the copy in: the packs the live cache gained since the
 // snapshot are linked into the copy, the live refs copied over it, and the
 // directories exchanged by rename. No object is lost (every pack of the
@@ -90,9 +99,17 @@ func (j *repackJob) run(before, after func()) {
 	if before != nil {
 		before()
 	}
-	st := filesystem.NewStorage(osfs.New(j.staging), cache.NewObjectLRUDefault())
+	// The copy is read and written within the same memory bound as the
+	// live cache (packindex.go), and repacked without a delta search: the
+	// search reads pairs of similar objects whole (two 1 GiB blobs would
+	// cost 2 GiB), and the repack is about the number of packs, not their
+	// size.
+	st := newBoundedStorage(j.staging, filesystem.Options{})
 	defer st.Close()
 	repo, err := git.Open(st, nil)
+	if err == nil {
+		err = withoutDeltaSearch(repo)
+	}
 	if err == nil {
 		err = repo.RepackObjects(&git.RepackConfig{})
 	}

@@ -355,7 +355,19 @@ func (w *Watcher) load(root *object.Tree, c *object.Commit) (set *api.Set, err e
 			set, err = loadPanicSet(w.cfg.path, r), nil
 		}
 	}()
-	return w.loader.LoadFS(newTreeFS(root, c.Committer.When), w.cfg.path)
+	return w.loadTree(w.loader, root, c)
+}
+
+// loadTree reads --path at commit c with loader. A tree over TreeLimits is
+// refused as a whole (a Refused Set), not an error: an error would mark
+// the cache damaged and fail on every poll.
+func (w *Watcher) loadTree(loader *api.Loader, root *object.Tree, c *object.Commit) (*api.Set, error) {
+	set, err := loader.LoadFS(newTreeFS(root, c.Committer.When, w.cfg.Tree), w.cfg.path)
+	if refused, ok := treeRefusal(err); ok {
+		w.cfg.Logger.Warn("commit refused: tree over the limits", "commit", c.Hash.String(), "error", refused.Diagnostics[0].String())
+		return refused, nil
+	}
+	return set, err
 }
 
 // loadPanicSet is the Set of a commit whose loading panicked.

@@ -19,10 +19,13 @@ import (
 // commit's files straight from the object store. Regular and executable
 // files and directories are visible; symlinks and submodules are not (a
 // strategy file must be content of the commit itself). Every ModTime is the
-// commit time. It is safe for concurrent use.
+// commit time. Directories deeper and paths longer than its TreeLimits
+// are refused with a treeLimitError before they are read, so a walk costs
+// at most the limits, whatever the tree. It is safe for concurrent use.
 type treeFS struct {
-	root *object.Tree
-	mod  time.Time
+	root   *object.Tree
+	mod    time.Time
+	limits TreeLimits
 
 	mu    sync.Mutex
 	trees map[string]*object.Tree // directory name -> tree, "." is root
@@ -34,8 +37,8 @@ var (
 	_ fs.StatFS     = (*treeFS)(nil)
 )
 
-func newTreeFS(root *object.Tree, mod time.Time) *treeFS {
-	return &treeFS{root: root, mod: mod, trees: map[string]*object.Tree{".": root}}
+func newTreeFS(root *object.Tree, mod time.Time, limits TreeLimits) *treeFS {
+	return &treeFS{root: root, mod: mod, limits: limits.withDefaults(), trees: map[string]*object.Tree{".": root}}
 }
 
 // tree returns the tree of directory name, caching it: WalkDir asks for each
@@ -93,6 +96,12 @@ func (f *treeFS) entry(op, name string) (*object.TreeEntry, error) {
 	}
 	if name == "." {
 		return nil, nil
+	}
+	if err := f.limits.checkPath(name, len(name)); err != nil {
+		return nil, &fs.PathError{Op: op, Path: shortPath(name), Err: err}
+	}
+	if err := f.limits.checkDir(path.Dir(name)); err != nil {
+		return nil, &fs.PathError{Op: op, Path: shortPath(name), Err: err}
 	}
 	parent, err := f.tree(path.Dir(name))
 	if err != nil {
@@ -212,6 +221,9 @@ func (f *treeFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	if e != nil && e.Mode != filemode.Dir {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: errors.New("not a directory")}
 	}
+	if err := f.limits.checkDir(name); err != nil {
+		return nil, &fs.PathError{Op: "readdir", Path: shortPath(name), Err: err}
+	}
 	t, err := f.tree(name)
 	if err != nil {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: notExist(err)}
@@ -222,12 +234,33 @@ func (f *treeFS) ReadDir(name string) ([]fs.DirEntry, error) {
 		if !visible(te.Mode) {
 			continue
 		}
-		out = append(out, &dirEntry{fsys: f, name: path.Join(name, te.Name), e: te})
+		if err := f.checkChild(name, te); err != nil {
+			return nil, &fs.PathError{Op: "readdir", Path: shortPath(name), Err: err}
+		}
+		// The entry keeps its own name only: joining it to name here
+		// made listing a deep tree quadratic.
+		out = append(out, &dirEntry{fsys: f, e: te})
 	}
 	// Git sorts directories as if their names ended in "/"; fs wants plain
 	// name order.
 	sortEntries(out)
 	return out, nil
+}
+
+// checkChild refuses an entry of directory dir whose path would be over
+// the limits, before anyone builds that path.
+func (f *treeFS) checkChild(dir string, te *object.TreeEntry) error {
+	n := len(te.Name)
+	if dir != "." {
+		n += len(dir) + 1
+	}
+	if f.limits.MaxPathBytes > 0 && n > f.limits.MaxPathBytes {
+		return f.limits.checkPath(path.Join(dir, te.Name), n)
+	}
+	if te.Mode == filemode.Dir && f.limits.MaxDepth > 0 && depth(dir)+1 > f.limits.MaxDepth {
+		return f.limits.checkDir(dir + "/" + te.Name)
+	}
+	return nil
 }
 
 func sortEntries(ents []fs.DirEntry) {
@@ -238,7 +271,6 @@ func sortEntries(ents []fs.DirEntry) {
 // does.
 type dirEntry struct {
 	fsys *treeFS
-	name string
 	e    *object.TreeEntry
 }
 
@@ -250,7 +282,7 @@ func (d *dirEntry) Type() fs.FileMode {
 	}
 	return 0
 }
-func (d *dirEntry) Info() (fs.FileInfo, error) { return d.fsys.info(d.name, d.e) }
+func (d *dirEntry) Info() (fs.FileInfo, error) { return d.fsys.info(d.e.Name, d.e) }
 func (d *dirEntry) String() string             { return fs.FormatDirEntry(d) }
 
 type entryInfo struct {

@@ -47,7 +47,7 @@ func TestTreeFS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fsys := newTreeFS(root, c.Committer.When)
+	fsys := newTreeFS(root, c.Committer.When, TreeLimits{})
 	if err := fstest.TestFS(fsys, "a.yaml", "dir/b.yaml", "dir/sub/c.yml", "dir-x/d.yaml", ".hidden/e.yaml", "exec.sh", "dir/sub/large.yaml"); err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-dev/sluice/controller/replica"
 	"github.com/sluice-dev/sluice/controller/tracing"
 	"github.com/sluice-dev/sluice/gateway"
+	"github.com/sluice-dev/sluice/gitwatch"
 )
 
 type runOptions struct {
@@ -74,6 +75,8 @@ keys (lists for repeatable flags); flags on the command line win.`,
 	f.StringVar(&o.Path, "path", "", "directory of strategy files in the repository (default: its root)")
 	f.DurationVar(&o.Interval, "interval", 0, "poll interval (default 30s)")
 	f.DurationVar(&o.GitTimeout, "git-timeout", 0, "deadline of each git operation against the remote: list, fetch, clone (default 2m)")
+	f.IntVar(&o.GitTree.MaxDepth, "git-max-tree-depth", gitwatch.DefaultMaxTreeDepth, "most directories deep, from the repository root, a directory under --path may be; a commit with a deeper one is refused (-1: no limit)")
+	f.IntVar(&o.GitTree.MaxPathBytes, "git-max-path-bytes", gitwatch.DefaultMaxPathBytes, "longest path under --path, in bytes from the repository root; a commit with a longer one is refused (-1: no limit)")
 	f.StringVar(&o.StateDir, "state-dir", ".sluice", "directory for the store and the git cache")
 	f.StringVar(&o.XDSAddr, "xds-addr", daemon.DefaultXDSAddr, "xDS (ADS) listen address; beyond loopback it needs mutual TLS (--xds-tls-cert-file, --xds-tls-key-file, --xds-client-ca-file) or --insecure-xds")
 	f.BoolVar(&o.InsecureXDS, "insecure-xds", false, "allow --xds-addr beyond loopback without mutual TLS: anyone on the network can read every route and NACK to hold a canary")

@@ -215,6 +215,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 		// commit in force is read again before anything newer.
 		ReplayLast:      true,
 		Limits:          o.StrategyLimits,
+		Tree:            o.GitTree,
 		Mode:            o.mode(),
 		WatchNamespaces: o.WatchNamespaces,
 		Logger:          d.log, Registry: reg,

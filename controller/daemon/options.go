@@ -27,6 +27,9 @@ type Options struct {
 	// GitTimeout bounds each git operation (list, fetch, clone);
 	// gitwatch.DefaultTimeout when zero.
 	GitTimeout time.Duration
+	// GitTree bounds the depth and path length of the tree under Path;
+	// a commit over them is refused (gitwatch.TreeLimits).
+	GitTree gitwatch.TreeLimits
 
 	XDSAddr   string // xDS listen address (DefaultXDSAddr)
 	HTTPAddr  string // HTTP API listen address

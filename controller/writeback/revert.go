@@ -289,12 +289,15 @@ func (r *Reverter) findRollout(c *object.Commit, key api.Key) (string, []byte, e
 // openCache opens the bare repository the commits are built in, creating
 // it on first use.
 func (r *Reverter) openCache() (*git.Repository, error) {
-	repo, err := git.PlainOpen(r.opts.CacheDir)
+	// The cache fetches the whole branch: its storage must never inflate
+	// a huge blob someone pushed (gitwatch.NewBoundedStorage).
+	if err := os.MkdirAll(r.opts.CacheDir, 0o755); err != nil {
+		return nil, fmt.Errorf("writeback cache: %w", err)
+	}
+	st := gitwatch.NewBoundedStorage(r.opts.CacheDir)
+	repo, err := git.Open(st, nil)
 	if errors.Is(err, git.ErrRepositoryNotExists) {
-		if err := os.MkdirAll(r.opts.CacheDir, 0o755); err != nil {
-			return nil, fmt.Errorf("writeback cache: %w", err)
-		}
-		repo, err = git.PlainInit(r.opts.CacheDir, true)
+		repo, err = git.Init(st, nil)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("writeback cache %s: %w", r.opts.CacheDir, err)

@@ -96,14 +96,38 @@ func (r *Repo) FS(rev string) (fs.FS, plumbing.Hash, error) {
 	if err != nil {
 		return nil, plumbing.ZeroHash, fmt.Errorf("read tree of %s: %w", h, err)
 	}
-	return &treeFS{root: t, when: c.Committer.When}, *h, nil
+	return &treeFS{root: t, when: c.Committer.When, trees: map[string]*object.Tree{".": t}}, *h, nil
 }
 
 // treeFS is a read-only fs.FS over a git tree. Every file has the commit
-// time as its modification time.
+// time as its modification time. Directory trees are kept once looked up,
+// so a walk reads each tree once: looking every name up from the root
+// made walking a deep tree quadratic.
 type treeFS struct {
-	root *object.Tree
-	when time.Time
+	root  *object.Tree
+	when  time.Time
+	trees map[string]*object.Tree // directory name -> tree, "." is root
+}
+
+// tree returns the tree of directory name.
+func (f *treeFS) tree(name string) (*object.Tree, error) {
+	if t, ok := f.trees[name]; ok {
+		return t, nil
+	}
+	parent, err := f.tree(path.Dir(name))
+	if err != nil {
+		return nil, err
+	}
+	e, err := parent.FindEntry(path.Base(name))
+	if err != nil || e.Mode != filemode.Dir {
+		return nil, fs.ErrNotExist
+	}
+	t, err := parent.Tree(e.Name)
+	if err != nil {
+		return nil, err
+	}
+	f.trees[name] = t
+	return t, nil
 }
 
 var (
@@ -118,13 +142,17 @@ func (f *treeFS) Open(name string) (fs.File, error) {
 	if name == "." {
 		return &dir{info: f.info(".", filemode.Dir, 0), fsys: f, tree: f.root}, nil
 	}
-	e, err := f.root.FindEntry(name)
+	parent, err := f.tree(path.Dir(name))
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	e, err := parent.FindEntry(path.Base(name))
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 	}
 	switch e.Mode {
 	case filemode.Dir:
-		t, err := f.root.Tree(name)
+		t, err := f.tree(name)
 		if err != nil {
 			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 		}
@@ -133,7 +161,7 @@ func (f *treeFS) Open(name string) (fs.File, error) {
 		// The submodule's commit is not in this repository.
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 	}
-	data, err := f.read(name)
+	data, err := read(parent, e)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
@@ -164,10 +192,10 @@ func (f *treeFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	return d.entries()
 }
 
-// read returns the content of the file at name whole: strategy files are
+// read returns the content of entry e of tree t whole: strategy files are
 // small, and holding the bytes makes the fs.File trivially correct.
-func (f *treeFS) read(name string) ([]byte, error) {
-	obj, err := f.root.File(name)
+func read(t *object.Tree, e *object.TreeEntry) ([]byte, error) {
+	obj, err := t.TreeEntryFile(e)
 	if err != nil {
 		return nil, err
 	}

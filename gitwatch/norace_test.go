@@ -1,0 +1,5 @@
+//go:build !race
+
+package gitwatch
+
+const raceDetector = false
