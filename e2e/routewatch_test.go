@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,10 +30,16 @@ type routeSplit struct {
 // response and keeps the default route of each, so that a test reads
 // from outside sluice what every client was told, including a split
 // that was replaced before any call could show it.
+//
+// withhold makes it stop ACKing: every response received from then on is
+// kept but not ACKed, as a client that has not applied the routes yet,
+// so that a step that changes traffic stays before its ACK (sluice waits
+// up to --ack-timeout) for as long as a test needs.
 type routeWatch struct {
-	mu     sync.Mutex
-	splits []routeSplit
-	err    error
+	withhold atomic.Bool
+	mu       sync.Mutex
+	splits   []routeSplit
+	err      error
 }
 
 // watchRoutes subscribes to host's routes on xdsAddr until the test ends
@@ -71,8 +78,10 @@ func (w *routeWatch) run(ads grpc.BidiStreamingClient[discoveryv3.DiscoveryReque
 	req := &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "e2e-route-watch"}, TypeUrl: resourcev3.RouteType, ResourceNames: []string{host}}
 	var err error
 	for {
-		if err = ads.Send(req); err != nil {
-			break
+		if req != nil {
+			if err = ads.Send(req); err != nil {
+				break
+			}
 		}
 		var resp *discoveryv3.DiscoveryResponse
 		if resp, err = ads.Recv(); err != nil {
@@ -85,7 +94,11 @@ func (w *routeWatch) run(ads grpc.BidiStreamingClient[discoveryv3.DiscoveryReque
 		w.mu.Lock()
 		w.splits = append(w.splits, split)
 		w.mu.Unlock()
-		req = &discoveryv3.DiscoveryRequest{Node: req.Node, TypeUrl: resourcev3.RouteType, ResourceNames: []string{host},
+		if w.withhold.Load() {
+			req = nil // no ACK: keep receiving
+			continue
+		}
+		req = &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "e2e-route-watch"}, TypeUrl: resourcev3.RouteType, ResourceNames: []string{host},
 			VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()}
 	}
 	if ads.Context().Err() == nil {
