@@ -489,6 +489,7 @@ func (w *chaosWorld) checkTraffic(before chaosBefore, end time.Time) {
 		if bound := p + 4*math.Sqrt(p*(1-p)/float64(n)); share > bound {
 			t.Errorf("calls %d–%d after the fault (from %v on): canary share %.3f of %d, above the %d %% the rollout was entitled to (bound %.3f)",
 				i, i+len(chunk), chunk[0].Started.Sub(before.at).Round(time.Millisecond), share, n, before.allowed, bound)
+			return // the first run over the bound says it
 		}
 	}
 }
