@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
@@ -77,7 +78,7 @@ func wipeClusterStore(t *testing.T, c *kubetest.Cluster, dyn dynamic.Interface, 
 	if err := dyn.Resource(v1alpha1.GroupVersionResource).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		t.Fatalf("wipe SluiceRollouts: %v", err)
 	}
-	if err := c.Client.CoreV1().ConfigMaps(ns).Delete(ctx, kubestore.StateConfigMap, metav1.DeleteOptions{}); err != nil {
+	if err := c.Client.CoreV1().ConfigMaps(ns).Delete(ctx, kubestore.StateConfigMap, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatalf("wipe ConfigMap %s: %v", kubestore.StateConfigMap, err)
 	}
 	list, err := dyn.Resource(v1alpha1.GroupVersionResource).Namespace(ns).List(ctx, metav1.ListOptions{})
@@ -127,9 +128,9 @@ func startReplicaSetLog(t *testing.T, c *kubetest.Cluster, ns string) *replicaSe
 	return l
 }
 
-// checkStableKept: the stable ReplicaSet (v1) keeps its size while it may
-// still have traffic. Before `sluice promote` it must never shrink; after
-// it, not before scaleDownDelaySeconds from the promotion's settling (for
+// checkStableKept: from the canary's push on, the stable ReplicaSet (v1)
+// keeps its size while it may still have traffic. Before `sluice promote`
+// it must never shrink; after it, not before scaleDownDelaySeconds from the promotion's settling (for
 // a fault before the ACK of 100 %, the settling is after the fault), and
 // no client may be answered by v1 once its set was shrunk.
 func (w *chaosWorld) checkStableKept(before chaosBefore, end time.Time) {
@@ -140,6 +141,9 @@ func (w *chaosWorld) checkStableKept(before chaosBefore, end time.Time) {
 	w.sets.mu.Unlock()
 	var shrunk *replicaSetRead
 	for i, r := range reads {
+		if r.at.Before(w.pushed) {
+			continue // v1's set is being made
+		}
 		if r.at.After(end) {
 			break
 		}

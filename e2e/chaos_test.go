@@ -213,6 +213,7 @@ type chaosWorld struct {
 	repo    *gitRepo
 	files   func(version string, ready bool) map[string]string
 	canary  string // the canary's commit
+	pushed  time.Time
 	calls   *callLog
 	watch   *routeWatch
 	polls   *statusLog
@@ -263,6 +264,7 @@ func (w *chaosWorld) startStandalone(metricURL string) {
 // what follows; it returns the table's cell.
 func (w *chaosWorld) run() string {
 	t := w.t
+	w.pushed = time.Now()
 	w.canary = w.repo.push("v2", w.files(v2, w.cell.point != pointPods))
 	before := w.reach()
 	w.started = w.sys.starts()
@@ -302,7 +304,7 @@ func (w *chaosWorld) reach() chaosBefore {
 		// The canary's pods never become Ready (kwok holds them): the
 		// first step waits for them with the canary at 0 %.
 		st := w.polls.wait(t, 60*time.Second, "waiting for canary pods", func(s httpapi.RolloutStatus) bool {
-			return s.Commit == w.canary && s.CanaryVersion == v2 && strings.Contains(s.Message, "pods")
+			return s.Commit == w.canary && s.CanaryVersion == v2 && strings.Contains(s.Message, "waiting for canary pods")
 		})
 		return chaosBefore{st: st, allowed: 0}
 	case pointUnacked:
