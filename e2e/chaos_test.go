@@ -71,18 +71,21 @@ func (c chaosCell) name() string {
 	return strings.NewReplacer(" ", "_", ",", "", "%", "pct").Replace(fmt.Sprintf("%s/%s/%s", c.mode, c.point, c.fault))
 }
 
-// chaosShort is the subset `make test` runs: each fault once, at the
-// riskiest points (the original outage was a wipe while the canary's pods
-// started; a weight not ACKed yet and a promotion before its ACK are where
-// a restart could move traffic on), in every mode.
+// chaosShort is the subset `make test` runs: the standalone faults at the
+// points where a restart could move traffic on (a weight not ACKed yet, a
+// promotion before its ACK) or lose the position (the final pause).
+//
+// The Kubernetes cells run in the full mode only for now: the control
+// plane binaries were not built on this machine before they could be run
+// once, and an unrun cell does not belong in `make test`. Proposed for the
+// short mode once they pass: {modeKubeBbolt, pointPods, faultWipe} (the
+// original outage), {modeKubeBbolt, pointAnalysis, faultKill},
+// {modeKubeStore, pointPaused, faultWipe}, {modeKubeStore, pointUnacked,
+// faultFailover}.
 var chaosShort = []chaosCell{
 	{modeStandalone, pointUnacked, faultKill},
 	{modeStandalone, pointPaused, faultWipe},
 	{modeStandalone, pointPromoting, faultWipe},
-	{modeKubeBbolt, pointPods, faultWipe},
-	{modeKubeBbolt, pointAnalysis, faultKill},
-	{modeKubeStore, pointPaused, faultWipe},
-	{modeKubeStore, pointUnacked, faultFailover},
 }
 
 // chaosMatrix is every cell that exists: points without pods (waiting for
