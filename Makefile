@@ -74,5 +74,11 @@ soak: deps
 fuzz:
 	hack/fuzz.sh $(FUZZTIME)
 
+# The whole chaos matrix (docs/operations.md "Chaos matrix"): every fault at
+# every point of a canary in every mode. `make test` runs a short subset.
+.PHONY: chaos
+chaos: deps
+	SLUICE_CHAOS=full go test -count=1 -v -run '^TestChaosMatrix$$' -timeout 40m ./e2e/
+
 fuzz-short:
 	hack/fuzz.sh $(FUZZTIME_SHORT) --root-only

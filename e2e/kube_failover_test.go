@@ -117,6 +117,8 @@ type haRig struct {
 	repo   *gitRepo
 	hook   *sink
 	starts int
+	// flags are added to every replica's command line.
+	flags []string
 	// replicas is appended to by the test's goroutine only; mu guards it
 	// for live, which xDS Services call from theirs.
 	mu       sync.Mutex
@@ -168,6 +170,7 @@ func (h *haRig) startWith(kubeconfig string) *haReplica {
 		"--alert-webhook", h.hook.srv.URL,
 		"--analysis-allow-hosts", "127.0.0.1", // the web metric's stats server
 		"--log-format", "json", "--log-level", "info")
+	r.cmd.Args = append(r.cmd.Args, h.flags...)
 	r.cmd.Env = append(os.Environ(), "POD_NAME="+r.identity)
 	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
 	if err := r.cmd.Start(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,10 +31,16 @@ type routeSplit struct {
 // response and keeps the default route of each, so that a test reads
 // from outside sluice what every client was told, including a split
 // that was replaced before any call could show it.
+//
+// withhold makes it stop ACKing: every response received from then on is
+// kept but not ACKed, as a client that has not applied the routes yet,
+// so that a step that changes traffic stays before its ACK (sluice waits
+// up to --ack-timeout) for as long as a test needs.
 type routeWatch struct {
-	mu     sync.Mutex
-	splits []routeSplit
-	err    error
+	withhold atomic.Bool
+	mu       sync.Mutex
+	splits   []routeSplit
+	err      error
 }
 
 // watchRoutes subscribes to host's routes on xdsAddr until the test ends
@@ -81,9 +88,11 @@ func (w *routeWatch) run(ctx context.Context, ads grpc.BidiStreamingClient[disco
 	req := &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: node}, TypeUrl: resourcev3.RouteType, ResourceNames: []string{host}}
 	var err error
 	for {
-		if err = ads.Send(req); err != nil {
-			_, err = ads.Recv() // the status that ended the stream, not Send's io.EOF
-			break
+		if req != nil {
+			if err = ads.Send(req); err != nil {
+				_, err = ads.Recv() // the status that ended the stream, not Send's io.EOF
+				break
+			}
 		}
 		var resp *discoveryv3.DiscoveryResponse
 		if resp, err = ads.Recv(); err != nil {
@@ -96,7 +105,11 @@ func (w *routeWatch) run(ctx context.Context, ads grpc.BidiStreamingClient[disco
 		w.mu.Lock()
 		w.splits = append(w.splits, split)
 		w.mu.Unlock()
-		req = &discoveryv3.DiscoveryRequest{Node: req.Node, TypeUrl: resourcev3.RouteType, ResourceNames: []string{host},
+		if w.withhold.Load() {
+			req = nil // no ACK: keep receiving
+			continue
+		}
+		req = &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: node}, TypeUrl: resourcev3.RouteType, ResourceNames: []string{host},
 			VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()}
 	}
 	// The stream's own context ends with the stream, refused or not:
