@@ -14,7 +14,9 @@ bin="$dir/otelcol"
 if [ ! -x "$bin" ]; then
   echo "otelcol: building $version into $dir" >&2
   mkdir -p "$dir"
-  (cd "$src" && go build -trimpath -o "$bin.tmp" .)
-  mv "$bin.tmp" "$bin"
+  # A name of its own per build: test-deps.sh builds this beside the
+  # Kubernetes binaries, and a second caller may build it at the same time.
+  (cd "$src" && go build -trimpath -o "$bin.tmp.$$" .)
+  mv -f "$bin.tmp.$$" "$bin"
 fi
 echo "$bin"
