@@ -35,7 +35,10 @@ fi
 go mod download
 # api/argocompat is a test-only module of its own (Argo's validation).
 (cd api/argocompat && go mod download)
+# The OpenTelemetry Collector the trace tests send to (hack/otelcol), built
+# beside the Kubernetes binaries: the two slow builds run side by side.
+"$(dirname "$0")/otelcol.sh" >/dev/null &
+otelcol=$!
 "$(dirname "$0")/kube/build-binaries.sh"
-# The OpenTelemetry Collector the trace tests send to (hack/otelcol).
-"$(dirname "$0")/otelcol.sh" >/dev/null
+wait "$otelcol"
 echo "test-deps: ok"
