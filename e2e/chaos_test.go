@@ -73,19 +73,15 @@ func (c chaosCell) name() string {
 
 // chaosShort is the subset `make test` runs: the standalone faults at the
 // points where a restart could move traffic on (a weight not ACKed yet, a
-// promotion before its ACK) or lose the position (the final pause).
-//
-// The Kubernetes cells run in the full mode only for now: the control
-// plane binaries were not built on this machine before they could be run
-// once, and an unrun cell does not belong in `make test`. Proposed for the
-// short mode once they pass: {modeKubeBbolt, pointPods, faultWipe} (the
-// original outage), {modeKubeBbolt, pointAnalysis, faultKill},
-// {modeKubeStore, pointPaused, faultWipe}, {modeKubeStore, pointUnacked,
-// faultFailover}.
+// promotion before its ACK) or lose the position (the final pause), and
+// the Kubernetes wipes that once scaled the stable version down under
+// traffic.
 var chaosShort = []chaosCell{
 	{modeStandalone, pointUnacked, faultKill},
 	{modeStandalone, pointPaused, faultWipe},
 	{modeStandalone, pointPromoting, faultWipe},
+	{modeKubeBbolt, pointPods, faultWipe},      // the original outage: v1 scaled 4 → 0 in 0.6 s
+	{modeKubeBbolt, pointScaleDown, faultWipe}, // the old stable kept for a whole delay
 }
 
 // chaosMatrix is every cell that exists: points without pods (waiting for
@@ -469,7 +465,7 @@ func (w *chaosWorld) checkTraffic(before chaosBefore, end time.Time) {
 	}
 	tl := tally(calls)
 	if tl.failed > 0 || tl.noVersion > 0 {
-		t.Errorf("after the fault %d calls failed and %d found no backend (of %d)", tl.failed, tl.noVersion, len(calls))
+		t.Errorf("after the fault %d calls failed and %d found no backend (of %d); first failure: %s", tl.failed, tl.noVersion, len(calls), firstFailure(calls))
 	}
 	if len(calls) < 50 {
 		t.Errorf("only %d calls between the fault and %v later: the clients stopped", len(calls), end.Sub(before.at).Round(time.Millisecond))
@@ -665,4 +661,14 @@ func (s *chaosSingle) inject(f chaosFault) {
 	defer s.mu.Unlock()
 	s.rig.start()
 	s.daemons = append(s.daemons, s.rig.d)
+}
+
+// firstFailure describes the first call that failed or found no backend.
+func firstFailure(calls []probe.Answer) string {
+	for _, a := range calls {
+		if a.Err != nil || a.Version == "" {
+			return fmt.Sprintf("%s at %s: %v", a.Class, a.Started.Format("15:04:05.000"), a.Err)
+		}
+	}
+	return "none"
 }

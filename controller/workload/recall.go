@@ -48,7 +48,8 @@ type FoundSet struct {
 // Recall reads the rollout's ReplicaSets from the API (not the caches:
 // they may not have synced at start). Roles come from sluice's own
 // annotations; with more than one set claiming a role (a crash between
-// two applies) the highest revision wins, as it was written last.
+// two applies) the highest revision wins, as it was written last, and the
+// others count as draining.
 func (m *Manager) Recall(ctx context.Context, key api.Key) (Found, error) {
 	list, err := m.client.AppsV1().ReplicaSets(key.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: LabelRollout + "=" + key.Name + "," + LabelManagedBy + "=" + ManagedByValue,
@@ -57,7 +58,8 @@ func (m *Manager) Recall(ctx context.Context, key api.Key) (Found, error) {
 		return Found{}, fmt.Errorf("recall %s: list replicasets: %w", key, err)
 	}
 	var f Found
-	var stableRev, canaryRev int64 = -1, -1
+	var stable, canary *revisioned
+	var old []revisioned
 	for i := range list.Items {
 		rs := &list.Items[i]
 		if rs.DeletionTimestamp != nil {
@@ -65,20 +67,50 @@ func (m *Manager) Recall(ctx context.Context, key api.Key) (Found, error) {
 		}
 		set, role, rev := foundSet(rs)
 		f.Sets = append(f.Sets, fmt.Sprintf("%s (%s)", rs.Name, role))
-		switch {
-		case role == string(rollout.RoleStable) && rev > stableRev:
-			f.Stable, stableRev = set, rev
-		case role == string(rollout.RoleCanary) && rev > canaryRev:
-			c := set
-			f.Canary, canaryRev = &c, rev
-		case role == string(rollout.RoleOld):
-			f.Old = append(f.Old, set)
+		this := revisioned{set, rev}
+		switch role {
+		case string(rollout.RoleStable):
+			stable, old = newest(stable, this, old)
+		case string(rollout.RoleCanary):
+			canary, old = newest(canary, this, old)
+		case string(rollout.RoleOld):
+			old = append(old, this)
 		}
+	}
+	if stable != nil {
+		f.Stable = stable.set
+	}
+	if canary != nil {
+		f.Canary = &canary.set
+	}
+	for _, o := range old {
+		f.Old = append(f.Old, o.set)
 	}
 	if f.Canary != nil && (f.Stable.Hash == "" || f.Canary.Hash == f.Stable.Hash) {
 		f.Canary = nil // a canary without a stable beside it is not a position
 	}
 	return f, nil
+}
+
+// revisioned is a set read back with its revision.
+type revisioned struct {
+	set FoundSet
+	rev int64
+}
+
+// newest keeps the newer of cur and next for a role; with more than one
+// set claiming it (a crash between two applies) the other is taken as
+// draining: it keeps its pods until recovery's delay, never scaled to 0 at
+// once.
+func newest(cur *revisioned, next revisioned, old []revisioned) (*revisioned, []revisioned) {
+	switch {
+	case cur == nil:
+		return &next, old
+	case next.rev > cur.rev:
+		return &next, append(old, *cur)
+	default:
+		return cur, append(old, next)
+	}
 }
 
 // foundSet reads one ReplicaSet back, with its role and revision.

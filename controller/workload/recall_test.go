@@ -3,7 +3,13 @@ package workload
 import (
 	"context"
 	"reflect"
+	"slices"
 	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sluice-dev/sluice/controller/rollout"
 )
@@ -58,5 +64,64 @@ func TestRecallReadsWhatScaleWrote(t *testing.T) {
 	}
 	if rs := e.getRS("co-h2"); rs.Annotations[AnnotationStep] != "" || rs.Annotations[AnnotationWeight] != "" {
 		t.Fatalf("the stable set keeps a canary position: %v", rs.Annotations)
+	}
+}
+
+// TestPromotionWritesTheNewStableFirst: on a real apiserver, a promotion
+// gives the new version the stable role before the old one gives it up,
+// as watched from outside; a crash between the two writes leaves two sets
+// claiming stable, which Recall reads as the newer stable and the other
+// draining with its pods, never as a rollout with no stable set (recovery
+// would then run the promoted canary from step 1 and scale its pods down
+// under traffic).
+func TestPromotionWritesTheNewStableFirst(t *testing.T) {
+	e := newEnv(t)
+	key := e.key("pr")
+	v1 := testRollout(e.ns, "pr", "shop/pr:v1", 2, 8080, nil)
+	v2 := testRollout(e.ns, "pr", "shop/pr:v2", 2, 8080, nil)
+	canary := set(rollout.RoleCanary, "h2", 2, v2)
+	canary.At = &rollout.Position{Step: 4, Weight: 100}
+	e.scale(key, set(rollout.RoleStable, "h1", 2, v1), canary)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := e.c.Client.AppsV1().ReplicaSets(e.ns).Watch(ctx, metav1.ListOptions{ResourceVersion: e.getRS("pr-h2").ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	e.scale(key, set(rollout.RoleStable, "h2", 2, v2), set(rollout.RoleOld, "h1", 2, v1))
+	var order []string
+	for len(order) < 2 {
+		ev, ok := <-w.ResultChan()
+		if !ok {
+			t.Fatalf("watch ended after %v", order)
+		}
+		rs, isRS := ev.Object.(*appsv1.ReplicaSet)
+		if !isRS {
+			continue
+		}
+		role := rs.Annotations[AnnotationRole]
+		if rs.Name == "pr-h2" && role == string(rollout.RoleStable) || rs.Name == "pr-h1" && role == string(rollout.RoleOld) {
+			if !slices.Contains(order, rs.Name+" "+role) {
+				order = append(order, rs.Name+" "+role)
+			}
+		}
+	}
+	if order[0] != "pr-h2 stable" {
+		t.Fatalf("writes in order %v: the old stable gave up its role first", order)
+	}
+
+	// The crash between the two: h1 still says stable beside the new one.
+	patch := []byte(`{"metadata":{"annotations":{"` + AnnotationRole + `":"stable"}}}`)
+	if _, err := e.c.Client.AppsV1().ReplicaSets(e.ns).Patch(ctx, "pr-h1", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := e.m.Recall(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Stable.Hash != "h2" || !f.Draining("h1") || len(f.Old) != 1 || f.Old[0].Replicas != 2 {
+		t.Fatalf("two sets claiming stable read as %+v; want h2 stable and h1 draining with its 2 replicas", f)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -46,7 +47,7 @@ func (m *Manager) Scale(ctx context.Context, a rollout.ScaleWorkloads) error {
 	if err != nil {
 		return fmt.Errorf("scale %s: %w", key, err)
 	}
-	for _, step := range plan.Apply {
+	for _, step := range stableFirst(plan.Apply) {
 		if err := m.applySet(ctx, key, step, baselineOf(a.Sets, step, have)); err != nil {
 			return fmt.Errorf("scale %s: %w", key, err)
 		}
@@ -237,4 +238,22 @@ func checkPorts(sets []rollout.WorkloadSet) error {
 			s.Role, s.Version, s.Role)
 	}
 	return nil
+}
+
+// stableFirst orders the applies so that the set taking the stable role is
+// written before the one giving it up (a promotion): a crash between the
+// two leaves two sets claiming stable, which Recall reads as the newer one
+// stable and the other draining, never a rollout with no stable set, which
+// recovery could only rebuild from git, from step 1, scaling the promoted
+// canary's pods down under traffic.
+func stableFirst(steps []applyStep) []applyStep {
+	out := slices.Clone(steps)
+	giving := func(s applyStep) int {
+		if s.Set.Role == rollout.RoleOld {
+			return 1
+		}
+		return 0
+	}
+	slices.SortStableFunc(out, func(a, b applyStep) int { return giving(a) - giving(b) })
+	return out
 }
