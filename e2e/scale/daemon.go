@@ -64,6 +64,9 @@ func startDaemon(ctx context.Context, bin, dir string, repo *gitRepo, extra []st
 		"--state-dir", filepath.Join(dir, "state"),
 		"--xds-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
 		"--webhook-secret-file", secretFile,
+		// The analyses' web metric is this program's endpoint on loopback,
+		// which sluice refuses unless allowed (docs/security.md).
+		"--analysis-allow-hosts", "127.0.0.1",
 		"--log-format", "json", "--log-level", "info",
 	}, extra...)
 	logPath := filepath.Join(dir, "sluice.log")
