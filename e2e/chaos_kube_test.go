@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -193,14 +192,7 @@ func startChaosHA(t *testing.T, h *haRig) *chaosHA {
 	h.start()
 	s.lead = h.leader(60 * time.Second)
 	follower := h.start()
-	kubetest.Eventually(t, 30*time.Second, "the follower's xDS address accepts connections", func() (bool, string) {
-		conn, err := net.DialTimeout("tcp", follower.xdsAddr, time.Second)
-		if err != nil {
-			return false, err.Error()
-		}
-		conn.Close()
-		return true, ""
-	})
+	waitFollowerXDS(t, follower)
 	h.allReady(60 * time.Second)
 	s.svc = startXDSService(t, h.live, 0)
 	return s

@@ -239,7 +239,18 @@ func (h *haRig) leaderAndFollower(spec kubeRollout) (lead, follower *haReplica) 
 	h.start()
 	lead = h.leader(60 * time.Second)
 	follower = h.start()
-	kubetest.Eventually(h.t, 30*time.Second, "the follower's xDS address accepts connections", func() (bool, string) {
+	waitFollowerXDS(h.t, follower)
+	waitHA(h.t, h, spec.Namespace+"/"+spec.Name, 60*time.Second, "v1 stable", func(s httpapi.RolloutStatus) bool {
+		return s.Phase == rollout.PhaseHealthy && s.StableVersion == v1
+	})
+	return lead, follower
+}
+
+// waitFollowerXDS returns once the follower's xDS address accepts
+// connections.
+func waitFollowerXDS(t *testing.T, follower *haReplica) {
+	t.Helper()
+	kubetest.Eventually(t, 30*time.Second, "the follower's xDS address accepts connections", func() (bool, string) {
 		conn, err := net.DialTimeout("tcp", follower.xdsAddr, time.Second)
 		if err != nil {
 			return false, err.Error()
@@ -247,10 +258,6 @@ func (h *haRig) leaderAndFollower(spec kubeRollout) (lead, follower *haReplica) 
 		conn.Close()
 		return true, ""
 	})
-	waitHA(h.t, h, spec.Namespace+"/"+spec.Name, 60*time.Second, "v1 stable", func(s httpapi.RolloutStatus) bool {
-		return s.Phase == rollout.PhaseHealthy && s.StableVersion == v1
-	})
-	return lead, follower
 }
 
 // holder is the Lease's holder identity.

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +17,6 @@ import (
 	"github.com/sluice-dev/sluice/controller/alert"
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/rollout"
-	"github.com/sluice-dev/sluice/internal/kubetest"
 )
 
 // rawRoutesClient is an xDS client of one host's routes over a plain ADS
@@ -123,14 +121,7 @@ func TestKubeFollowerAcksReachLeader(t *testing.T) {
 	waitHA(t, h, key, 60*time.Second, "v1 stable", func(s httpapi.RolloutStatus) bool {
 		return s.Phase == rollout.PhaseHealthy && s.StableVersion == v1
 	})
-	kubetest.Eventually(t, 30*time.Second, "the follower's xDS address accepts connections", func() (bool, string) {
-		conn, err := net.DialTimeout("tcp", follower.xdsAddr, time.Second)
-		if err != nil {
-			return false, err.Error()
-		}
-		conn.Close()
-		return true, ""
-	})
+	waitFollowerXDS(t, follower)
 	client := dialRawRoutes(t, follower.xdsAddr, spec.Host)
 	client.ack(client.next(func(w uint32) bool { return w == 0 }))
 
