@@ -122,6 +122,15 @@ type Cluster struct {
 	Client     kubernetes.Interface
 
 	stopOnce sync.Once
+	stopMu   sync.Mutex
+	onStops  []func() // helpers started against this cluster (istiod)
+}
+
+// onStop registers f to run when c stops, before the control plane.
+func (c *Cluster) onStop(f func()) {
+	c.stopMu.Lock()
+	defer c.stopMu.Unlock()
+	c.onStops = append(c.onStops, f)
 }
 
 var shared *Cluster
@@ -213,6 +222,11 @@ func hackDir() (string, error) {
 // when SLUICE_KUBETEST_KEEP is set).
 func (c *Cluster) Stop() {
 	c.stopOnce.Do(func() {
+		c.stopMu.Lock()
+		for _, f := range c.onStops {
+			f()
+		}
+		c.stopMu.Unlock()
 		if hack, err := hackDir(); err == nil {
 			_ = exec.Command(filepath.Join(hack, "stop-controlplane.sh"), c.Dir).Run()
 		}
