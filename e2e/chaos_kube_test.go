@@ -49,7 +49,9 @@ func (w *chaosWorld) startKube(metricURL string) {
 		return map[string]string{"rollouts/chaos.yaml": spec.yaml(), "analysis/web.yaml": template}
 	}
 	w.repo.push("v1", w.files(v1, true))
-	flags := []string{"--kubernetes", "--kubeconfig", c.Kubeconfig}
+	// --watch-namespaces: the binder binds only this cell's pods, not
+	// those of the tests running beside it in the shared control plane.
+	flags := []string{"--kubernetes", "--kubeconfig", c.Kubeconfig, "--watch-namespaces", ns}
 	switch {
 	case ha != nil:
 		w.sys = startChaosHA(t, ha)

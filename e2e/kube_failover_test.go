@@ -166,7 +166,7 @@ func (h *haRig) startWith(kubeconfig string) *haReplica {
 		"--state-dir", filepath.Join(t.TempDir(), "state"),
 		"--xds-addr", r.xdsAddr, "--http-addr", r.httpAddr,
 		"--kubernetes", "--kubeconfig", kubeconfig,
-		"--leader-elect", "--state-store", "kubernetes", "--namespace", h.ns,
+		"--leader-elect", "--state-store", "kubernetes", "--namespace", h.ns, "--watch-namespaces", h.ns,
 		"--alert-webhook", h.hook.srv.URL,
 		"--analysis-allow-hosts", "127.0.0.1", // the web metric's stats server
 		"--log-format", "json", "--log-level", "info")

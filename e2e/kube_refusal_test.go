@@ -46,7 +46,7 @@ func TestKubeLeaderRefusedGivesUp(t *testing.T) {
 		"--state-dir", filepath.Join(t.TempDir(), "state"),
 		"--xds-addr", freeLoopbackAddr(t), "--http-addr", freeLoopbackAddr(t),
 		"--kubernetes", "--kubeconfig", kubeconfig,
-		"--leader-elect", "--state-store", "kubernetes", "--namespace", ns,
+		"--leader-elect", "--state-store", "kubernetes", "--namespace", ns, "--watch-namespaces", ns,
 		"--log-format", "json")
 	cmd.Env = append(os.Environ(), "POD_NAME=sluice-refused")
 	cmd.Stdout, cmd.Stderr = log, log

@@ -155,7 +155,7 @@ istio:
 `}
 	s.repo = newGitRepo(t)
 	s.repo.push("v1", map[string]string{"rollouts/kg.yaml": s.spec.yaml()})
-	s.d = startDaemon(t, s.repo, "--kubernetes", "--kubeconfig", kubeconfigFor(t, s.w.c, s.w.ns, role), "--ack-timeout", "2m")
+	s.d = startDaemon(t, s.repo, "--kubernetes", "--kubeconfig", kubeconfigFor(t, s.w.c, s.w.ns, role), "--watch-namespaces", s.w.ns, "--ack-timeout", "2m")
 	return s
 }
 

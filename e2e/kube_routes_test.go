@@ -254,7 +254,7 @@ istio:
   virtualService: {name: kg, routes: [primary]}
 `}
 	repo.push("v1", map[string]string{"rollouts/kg.yaml": spec.yaml()})
-	d := startDaemon(t, repo, "--kubernetes", "--kubeconfig", c.Kubeconfig, "--ack-timeout", "2m")
+	d := startDaemon(t, repo, "--kubernetes", "--kubeconfig", c.Kubeconfig, "--watch-namespaces", ns, "--ack-timeout", "2m")
 	d.waitStatus(ns+"/kg", 60*time.Second, "stable v1", func(s httpapi.RolloutStatus) bool {
 		return s.Phase == rollout.PhaseHealthy && s.StableVersion == v1
 	})

@@ -70,7 +70,7 @@ func TestKubeCanary(t *testing.T) {
 	spec := kubeRollout{Name: "kc", Namespace: ns, Host: "kc.e2e", Version: v1, Replicas: 4,
 		Steps: "- setWeight: 25\n- pause: {}\n", Canary: "scaleDownDelaySeconds: 3\n"}
 	repo.push("v1", map[string]string{"rollouts/kc.yaml": spec.yaml()})
-	d := startDaemon(t, repo, "--kubernetes", "--kubeconfig", c.Kubeconfig)
+	d := startDaemon(t, repo, "--kubernetes", "--kubeconfig", c.Kubeconfig, "--watch-namespaces", ns)
 
 	rs1 := waitReplicaSet(t, c, ns, "kc", v1, 4, 60*time.Second)
 	pods := kubePods(t, c, ns, selector("kc", rs1.Labels["rollouts-pod-template-hash"]))
@@ -147,7 +147,7 @@ func kubeStart(t *testing.T, c *kubetest.Cluster, spec kubeRollout, files map[st
 	}
 	files["rollouts/"+spec.Name+".yaml"] = spec.yaml()
 	repo.push("v1", files)
-	d := startDaemon(t, repo, append([]string{"--kubernetes", "--kubeconfig", c.Kubeconfig}, flags...)...)
+	d := startDaemon(t, repo, append([]string{"--kubernetes", "--kubeconfig", c.Kubeconfig, "--watch-namespaces", spec.Namespace}, flags...)...)
 	d.waitStatus(spec.Namespace+"/"+spec.Name, 60*time.Second, "stable v1", func(s httpapi.RolloutStatus) bool {
 		return s.Phase == rollout.PhaseHealthy && s.StableVersion == spec.Version
 	})
@@ -372,7 +372,7 @@ func TestKubeKillAndDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-d.exited
-	d = startDaemon(t, repo, "--kubernetes", "--kubeconfig", c.Kubeconfig, "--state-dir", state)
+	d = startDaemon(t, repo, "--kubernetes", "--kubeconfig", c.Kubeconfig, "--watch-namespaces", ns, "--state-dir", state)
 	after := d.waitStatus(ns+"/kk", 60*time.Second, "canary paused after the restart", func(s httpapi.RolloutStatus) bool {
 		return s.Phase == rollout.PhasePaused
 	})

@@ -105,7 +105,7 @@ func newKubeParts(o Options, next runner.Traffic, reg *prometheus.Registry, log 
 	}
 	k.routed = &routedTraffic{xds: k.traffic, routers: []gateway.ClusterRouter{k.gateway, k.mesh}, applyTimeout: o.AckTimeout, log: log}
 	if o.SchedulePods {
-		if k.binder, err = kube.New(kube.Options{Client: client, SchedulerName: workload.SchedulerName, Metrics: reg, Logger: log}); err != nil {
+		if k.binder, err = kube.New(kube.Options{Client: client, SchedulerName: workload.SchedulerName, Namespaces: o.WatchNamespaces, Metrics: reg, Logger: log}); err != nil {
 			return nil, fmt.Errorf("pod binder: %w", err)
 		}
 	}

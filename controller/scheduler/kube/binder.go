@@ -38,6 +38,13 @@ type Options struct {
 	Informers informers.SharedInformerFactory
 	// SchedulerName selects the pods to bind (default "sluice").
 	SchedulerName string
+	// Namespaces, when not empty, are the only namespaces whose pods the
+	// binder binds (sluice's --watch-namespaces): two sluices scoped to
+	// different namespaces of one cluster must not bind each other's pods
+	// (they raced for the same pods, and a pod bound by the other one's
+	// graph was counted twice). Pods everywhere still count on their
+	// nodes.
+	Namespaces []string
 	// MaxSkew is the FailureDomain filter's maxSkew over zones (default 1),
 	// as in `sluice schedule`. Ignored when Plugins is set.
 	MaxSkew int32
@@ -88,6 +95,8 @@ type Binder struct {
 	// beforeBind, when set (tests only), runs between the cycle and the
 	// pods/binding call, to provoke conflicts.
 	beforeBind func(ctx context.Context, pod *corev1.Pod, node string)
+
+	ours map[string]bool // Options.Namespaces as a set; nil: every namespace
 
 	mu        sync.Mutex                // guards the maps below and every graph change
 	nodes     map[string]scheduler.Node // last node seen per name
@@ -177,8 +186,20 @@ func New(opts Options) (*Binder, error) {
 		assumed:   map[string]string{},
 		pending:   map[string]*pendingState{},
 	}
+	if len(opts.Namespaces) > 0 {
+		b.ours = map[string]bool{}
+		for _, ns := range opts.Namespaces {
+			b.ours[ns] = true
+		}
+	}
 	b.recorder = b.events.NewRecorder(scheme.Scheme, FieldManager)
 	return b, nil
+}
+
+// binds reports whether p is a pod this binder places: its scheduler
+// name, not being deleted, and in one of its namespaces.
+func (b *Binder) binds(p *corev1.Pod) bool {
+	return p.Spec.SchedulerName == b.opts.SchedulerName && p.DeletionTimestamp == nil && (b.ours == nil || b.ours[p.Namespace])
 }
 
 // defaultPlugins is the profile `sluice schedule` uses: every built-in

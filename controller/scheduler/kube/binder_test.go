@@ -370,3 +370,43 @@ func TestTerminatingPodsLeaveTheSpread(t *testing.T) {
 		return z["zone-a"] == 1 && z["zone-b"] == 1 && z["zone-c"] == 1, fmt.Sprintf("zones %v (the terminating pods in zone-a counted in the spread?): %s", z, nodesOf(pods))
 	})
 }
+
+// Two sluices scoped to different namespaces of one cluster each bind only
+// their own namespaces' pods: before Options.Namespaces they raced for every
+// pod of scheduler name sluice (the TestKubeBaseline flake of CI: tests'
+// daemons binding each other's pods).
+func TestBinderBindsOnlyItsNamespaces(t *testing.T) {
+	c := kubetest.Shared(t)
+	mine, theirs := c.Namespace(t), c.Namespace(t)
+	ctx := context.Background()
+	a := startBinder(t, c, Options{Namespaces: []string{mine}})
+	tmpl := podTemplate(DefaultSchedulerName, "100m", nil)
+	for _, ns := range []string{theirs, mine} { // theirs first: queued before mine
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}, Spec: tmpl.Spec}
+		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodeOf := func(ns string) string {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Spec.NodeName
+	}
+	kubetest.Eventually(t, 30*time.Second, "the pod of its own namespace bound", func() (bool, string) {
+		n := nodeOf(mine)
+		return n != "", "node " + n
+	})
+	if n := nodeOf(theirs); n != "" {
+		t.Fatalf("the binder of %s bound a pod of %s to %s", mine, theirs, n)
+	}
+	b := startBinder(t, c, Options{Namespaces: []string{theirs}})
+	kubetest.Eventually(t, 30*time.Second, "the other namespace's pod bound by its own binder", func() (bool, string) {
+		n := nodeOf(theirs)
+		return n != "", "node " + n
+	})
+	if ga, gb := testutil.ToFloat64(a.metrics.bound), testutil.ToFloat64(b.metrics.bound); ga != 1 || gb != 1 {
+		t.Errorf("pods bound: %v by the binder of %s, %v by the binder of %s; want 1 each", ga, mine, gb, theirs)
+	}
+}

@@ -118,7 +118,7 @@ func (b *Binder) schedulable(key string) (*corev1.Pod, bool) {
 	if err != nil {
 		return nil, false // deleted: podGone cleaned up
 	}
-	ok := pod.Spec.NodeName == "" && pod.Spec.SchedulerName == b.opts.SchedulerName && pod.DeletionTimestamp == nil && !finished(pod)
+	ok := pod.Spec.NodeName == "" && b.binds(pod) && !finished(pod)
 	return pod, ok
 }
 

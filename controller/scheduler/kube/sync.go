@@ -85,7 +85,7 @@ func (b *Binder) onPod(obj any) {
 		b.podBound(p)
 	case p.Spec.NodeName != "":
 		b.podGone(podKey(p))
-	case p.Spec.SchedulerName == b.opts.SchedulerName && p.DeletionTimestamp == nil:
+	case b.binds(p):
 		b.podPending(p)
 	}
 }
