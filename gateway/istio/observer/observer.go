@@ -48,6 +48,9 @@ type Options struct {
 	Namespace string
 	// Name is the node's name, unique per sluice (default sluice-<random>).
 	Name string
+	// ClusterID is the Kubernetes cluster istiod knows the node's
+	// cluster by (default "Kubernetes", istiod's own default).
+	ClusterID string
 	// Logger gets a line per stream failure (default: discard).
 	Logger *slog.Logger
 	// Retry is the pause before reconnecting after the stream ends
@@ -93,6 +96,9 @@ func New(opts Options) (*Observer, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.ClusterID == "" {
+		opts.ClusterID = "Kubernetes"
+	}
 	if opts.Retry <= 0 {
 		opts.Retry = time.Second
 	}
@@ -100,8 +106,9 @@ func New(opts Options) (*Observer, error) {
 	// (type~ip~name.namespace~domain) and picks the proxyless generator
 	// from the GENERATOR metadata: without it the node gets no routes.
 	meta, err := structpb.NewStruct(map[string]any{
-		"GENERATOR": "grpc",
-		"NAMESPACE": opts.Namespace,
+		"GENERATOR":  "grpc",
+		"NAMESPACE":  opts.Namespace,
+		"CLUSTER_ID": opts.ClusterID,
 	})
 	if err != nil {
 		return nil, err
