@@ -53,8 +53,8 @@ type Options struct {
 	ClusterID string
 	// Logger gets a line per stream failure (default: discard).
 	Logger *slog.Logger
-	// Retry is the pause before reconnecting after the stream ends
-	// (default 1s).
+	// Retry is the first pause before reconnecting after the stream ends
+	// (default 1s); it doubles, up to 30s, while istiod sends nothing.
 	Retry time.Duration
 }
 
@@ -191,18 +191,23 @@ func (o *Observer) Run(ctx context.Context) error {
 	}
 	defer conn.Close()
 	client := discoveryv3.NewAggregatedDiscoveryServiceClient(conn)
+	pause := o.opts.Retry
 	for {
-		err := o.stream(ctx, client)
+		received, err := o.stream(ctx, client)
 		o.reset()
 		if ctx.Err() != nil {
 			return nil
 		}
-		o.opts.Logger.Warn("istio observer: stream to istiod ended; reconnecting", "addr", o.opts.Addr, "err", err)
+		if received {
+			pause = o.opts.Retry
+		}
+		o.opts.Logger.Warn("istio observer: stream to istiod ended; reconnecting", "addr", o.opts.Addr, "in", pause, "err", err)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(o.opts.Retry):
+		case <-time.After(pause):
 		}
+		pause = min(2*pause, 30*time.Second)
 	}
 }
 
@@ -224,12 +229,13 @@ type subscription struct {
 
 // stream runs one ADS stream: the receive loop hands responses over, and
 // this goroutine alone sends (a gRPC stream takes one sender at a time).
-func (o *Observer) stream(ctx context.Context, client discoveryv3.AggregatedDiscoveryServiceClient) error {
+// received: istiod sent at least one response.
+func (o *Observer) stream(ctx context.Context, client discoveryv3.AggregatedDiscoveryServiceClient) (received bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st, err := client.StreamAggregatedResources(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	responses := make(chan *discoveryv3.DiscoveryResponse)
 	recvErr := make(chan error, 1)
@@ -275,18 +281,19 @@ func (o *Observer) stream(ctx context.Context, client discoveryv3.AggregatedDisc
 	}
 	for {
 		if err := resubscribe(resourcev3.ListenerType, o.watchedHosts()); err != nil {
-			return err
+			return received, err
 		}
 		if err := resubscribe(resourcev3.RouteType, o.rdsNames()); err != nil {
-			return err
+			return received, err
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return received, ctx.Err()
 		case err := <-recvErr:
-			return err
+			return received, err
 		case <-o.wake:
 		case resp := <-responses:
+			received = true
 			s, ok := subs[resp.GetTypeUrl()]
 			if !ok {
 				continue // a type not asked for
@@ -299,7 +306,7 @@ func (o *Observer) stream(ctx context.Context, client discoveryv3.AggregatedDisc
 			}
 			s.nonce = resp.GetNonce()
 			if err := send(resp.GetTypeUrl(), err); err != nil {
-				return err
+				return received, err
 			}
 		}
 	}
