@@ -91,7 +91,7 @@ func routeWantOf(r map[string]any, ns string) (routeWant, bool) {
 		rd, _ := d.(map[string]any)
 		host, _, _ := unstructured.NestedString(rd, "destination", "host")
 		subset, _, _ := unstructured.NestedString(rd, "destination", "subset")
-		weight, _, _ := unstructured.NestedInt64(rd, "weight")
+		weight := int64Of(rd["weight"])
 		if len(dests) == 1 {
 			weight = 100 // Istio ignores the weight of a lone destination
 		}
@@ -105,6 +105,18 @@ func routeWantOf(r map[string]any, ns string) (routeWant, bool) {
 		}
 	}
 	return w, visible && len(w.Split) > 0
+}
+
+// int64Of reads a JSON number as the API machinery decodes it (int64), or
+// as a plain JSON decoder does (float64).
+func int64Of(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		return n
+	case float64:
+		return int64(n)
+	}
+	return 0
 }
 
 // fqdn expands a short Service name the way Istio does, relative to the
