@@ -36,10 +36,12 @@ import (
 // serving each pod's IP.
 
 // istioMeshVS is the user's VirtualService web as in git: a debug route of
-// their own (header x-debug: 1 to the stable subset, with a timeout and
+// their own (header x-debug: 1 to the stable side, with a timeout and
 // retries sluice must not touch) and the route primary whose weights sluice
-// manages.
-const istioMeshVS = `apiVersion: networking.istio.io/v1
+// manages. stable and canary are the two destinations: subsets of web, or
+// Services of their own.
+func istioMeshVS(stable, canary string) string {
+	return `apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata:
   name: web
@@ -52,16 +54,17 @@ spec:
     - headers:
         x-debug: {exact: "1"}
     route:
-    - destination: {host: web, subset: stable}
+    - destination: ` + stable + `
     timeout: 1500ms
     retries: {attempts: 2, perTryTimeout: 500ms, retryOn: "unavailable"}
   - name: primary
     route:
-    - destination: {host: web, subset: stable}
+    - destination: ` + stable + `
       weight: 100
-    - destination: {host: web, subset: canary}
+    - destination: ` + canary + `
       weight: 0
 `
+}
 
 const istioMeshDR = `apiVersion: networking.istio.io/v1
 kind: DestinationRule
@@ -77,13 +80,24 @@ spec:
 `
 
 // TestKubeIstioMesh canaries a Rollout whose trafficRouting names a
-// VirtualService and DestinationRule subsets, with sluice observing istiod
+// VirtualService, with DestinationRule subsets and, separately, with a
+// stable and a canary Service, and sluice observing istiod
 // (--istio-xds-addr): every step is verified (not "unverified") only once
 // istiod sends the weight, and what proxyless clients of istiod observe
 // follows it: 20 % and 50 % within binomial noise over 1,000 calls each,
 // the header route only to the canary, and after an abort all of it to
 // stable. The user's own parts of the VirtualService stay byte for byte.
 func TestKubeIstioMesh(t *testing.T) {
+	t.Run("subsets", func(t *testing.T) {
+		testIstioMesh(t, "{host: web, subset: stable}", "{host: web, subset: canary}", "", `
+  destinationRule: {name: web, canarySubsetName: canary, stableSubsetName: stable}`)
+	})
+	t.Run("services", func(t *testing.T) {
+		testIstioMesh(t, "{host: web-stable}", "{host: web-canary}", "stableService: web-stable\ncanaryService: web-canary\n", "")
+	})
+}
+
+func testIstioMesh(t *testing.T, stableDest, canaryDest, canaryFields, istioExtra string) {
 	c := kubetest.Shared(t)
 	ns := c.Namespace(t)
 	istiod := kubetest.SharedIstiod(t, c)
@@ -97,22 +111,29 @@ func TestKubeIstioMesh(t *testing.T) {
 		t.Fatal(err)
 	}
 	startPodBackends(t, c, ns)
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"app": "web"},
-			Ports:    []corev1.ServicePort{{Name: "grpc", Port: kubePort, TargetPort: intstr.FromInt32(kubePort)}},
-		},
+	// web is the host clients dial (istiod builds its listener from the
+	// Service); web-stable and web-canary are the sides of the services
+	// form, whose selectors sluice pins to each side's pods.
+	for _, name := range []string{"web", "web-stable", "web-canary"} {
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: corev1.ServiceSpec{
+				Selector: map[string]string{"app": "web"},
+				Ports:    []corev1.ServicePort{{Name: "grpc", Port: kubePort, TargetPort: intstr.FromInt32(kubePort)}},
+			},
+		}
+		if _, err := c.Client.CoreV1().Services(ns).Create(t.Context(), svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := c.Client.CoreV1().Services(ns).Create(t.Context(), svc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	if istioExtra != "" {
+		createYAML(t, dyn, destinationRules, ns, istioMeshDR)
 	}
-	createYAML(t, dyn, destinationRules, ns, istioMeshDR)
-	createYAML(t, dyn, virtualServices, ns, istioMeshVS)
+	createYAML(t, dyn, virtualServices, ns, istioMeshVS(stableDest, canaryDest))
 	userBefore := vsUserParts(t, c, ns, "web")
 
 	repo := newGitRepo(t)
-	spec := kubeRollout{Name: "web", Namespace: ns, Version: v1, Replicas: 2,
+	spec := kubeRollout{Name: "web", Namespace: ns, Version: v1, Replicas: 2, Canary: canaryFields,
 		Steps: `- setWeight: 20
 - pause: {}
 - setWeight: 50
@@ -122,9 +143,7 @@ func TestKubeIstioMesh(t *testing.T) {
 `,
 		TrafficRouting: `managedRoutes: [{name: beta}]
 istio:
-  virtualService: {name: web, routes: [primary]}
-  destinationRule: {name: web, canarySubsetName: canary, stableSubsetName: stable}
-`}
+  virtualService: {name: web, routes: [primary]}` + istioExtra + "\n"}
 	repo.push("v1", map[string]string{"rollouts/web.yaml": spec.yaml()})
 	d := startDaemon(t, repo, "--kubernetes", "--kubeconfig", c.Kubeconfig, "--ack-timeout", "2m",
 		"--istio-xds-addr", istiod.XDSAddr)
