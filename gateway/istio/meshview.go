@@ -3,10 +3,12 @@ package istio
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -18,7 +20,9 @@ import (
 // after its http route (name.matchName for a named match) and tags it
 // with the VirtualService it came from (filter metadata istio.config),
 // and names a cluster outbound|port|subset|host, so a route's split reads
-// back as subset|host → weight. Only weights above 0 are compared: istiod
+// back as subset|host → weight (and a mirror policy as subset|host →
+// percent). Routes sluice removed are not checked: only what it wrote.
+// Only weights above 0 are compared: istiod
 // leaves destinations of weight 0 out, and sends a route with one
 // destination left as a single cluster rather than a weighted one.
 
@@ -34,6 +38,9 @@ type routeWant struct {
 	MatchNames []string `json:"matchNames,omitempty"`
 	// Split is the weight of each destination above 0, by subset|host.
 	Split map[string]uint32 `json:"split"`
+	// Mirrors is the percentage of requests mirrored to each mirror
+	// destination (above 0), by subset|host.
+	Mirrors map[string]float64 `json:"mirrors,omitempty"`
 }
 
 // meshWants returns the hosts and the wanted routes of a VirtualService
@@ -99,12 +106,55 @@ func routeWantOf(r map[string]any, ns string) (routeWant, bool) {
 			w.Split[subset+"|"+fqdn(host, ns)] += uint32(weight)
 		}
 	}
+	w.Mirrors = mirrorsOf(r, ns)
 	if len(w.Split) == 1 { // as splitOf reads a lone cluster
 		for k := range w.Split {
 			w.Split[k] = 100
 		}
 	}
 	return w, visible && len(w.Split) > 0
+}
+
+// mirrorsOf reads an http route's mirror (with mirrorPercentage, 100 when
+// absent, as Istio takes it) and its mirrors list.
+func mirrorsOf(r map[string]any, ns string) map[string]float64 {
+	out := map[string]float64{}
+	add := func(dest map[string]any, pct any, has bool) {
+		host, _ := dest["host"].(string)
+		subset, _ := dest["subset"].(string)
+		p := 100.0
+		if has {
+			p = float64Of(pct)
+		}
+		if host != "" && p > 0 {
+			out[subset+"|"+fqdn(host, ns)] = p
+		}
+	}
+	if m, ok := r["mirror"].(map[string]any); ok {
+		pct, has, _ := unstructured.NestedFieldNoCopy(r, "mirrorPercentage", "value")
+		add(m, pct, has)
+	}
+	mirrors, _ := r["mirrors"].([]any)
+	for _, m := range mirrors {
+		mm, _ := m.(map[string]any)
+		dest, _ := mm["destination"].(map[string]any)
+		pct, has, _ := unstructured.NestedFieldNoCopy(mm, "percentage", "value")
+		add(dest, pct, has)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func float64Of(v any) float64 {
+	switch n := v.(type) {
+	case int64:
+		return float64(n)
+	case float64:
+		return n
+	}
+	return 0
 }
 
 // int64Of reads a JSON number as the API machinery decodes it (int64), or
@@ -148,6 +198,9 @@ func routesShow(got []*routev3.Route, ns, name string, wants []routeWant) (bool,
 			if split := splitOf(r); !maps.Equal(split, w.Split) {
 				return false, fmt.Sprintf("route %q: %v, want %v", r.GetName(), split, w.Split)
 			}
+			if m := mirrorsOfRoute(r); !maps.EqualFunc(m, w.Mirrors, samePercent) {
+				return false, fmt.Sprintf("route %q: mirrors %v, want %v", r.GetName(), m, w.Mirrors)
+			}
 		}
 		if seen == 0 {
 			return false, fmt.Sprintf("route %q not received yet", w.Name)
@@ -181,6 +234,32 @@ func splitOf(r *routev3.Route) map[string]uint32 {
 	}
 	return out
 }
+
+// mirrorsOfRoute reads a route's mirror policies as subset|host → percent.
+func mirrorsOfRoute(r *routev3.Route) map[string]float64 {
+	var out map[string]float64
+	for _, m := range r.GetRoute().GetRequestMirrorPolicies() {
+		f := m.GetRuntimeFraction().GetDefaultValue()
+		scale := map[typev3.FractionalPercent_DenominatorType]float64{
+			typev3.FractionalPercent_HUNDRED:      100,
+			typev3.FractionalPercent_TEN_THOUSAND: 10000,
+			typev3.FractionalPercent_MILLION:      1000000,
+		}[f.GetDenominator()]
+		p := 100.0 // no runtime fraction: every request
+		if m.GetRuntimeFraction() != nil && scale > 0 {
+			p = float64(f.GetNumerator()) * 100 / scale
+		}
+		if out == nil {
+			out = map[string]float64{}
+		}
+		out[clusterKey(m.GetCluster())] = p
+	}
+	return out
+}
+
+// samePercent compares percentages as Istio rounds them (to a
+// ten-thousandth of a percent).
+func samePercent(a, b float64) bool { return math.Abs(a-b) < 0.0001 }
 
 // clusterKey turns Istio's outbound|port|subset|host into subset|host.
 func clusterKey(name string) string {

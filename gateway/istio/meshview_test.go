@@ -7,6 +7,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -57,6 +58,23 @@ spec:
 			{Name: "primary", Split: map[string]uint32{"|web-stable.shop.svc.cluster.local": 70, "|web-canary.shop.svc.cluster.local": 30}},
 		},
 	}, {
+		name: "a mirror route",
+		vs: `metadata: {name: web, namespace: shop}
+spec:
+  hosts: [web]
+  http:
+  - name: shadow
+    match: [{uri: {prefix: /api/}}]
+    route:
+    - {destination: {host: web, subset: stable}, weight: 80}
+    - {destination: {host: web, subset: canary}, weight: 20}
+    mirror: {host: web, subset: canary}
+    mirrorPercentage: {value: 35}`,
+		at:        []int{0},
+		wantHosts: []string{"web.shop.svc.cluster.local"},
+		want: []routeWant{{Name: "shadow", Split: map[string]uint32{"stable|web.shop.svc.cluster.local": 80, "canary|web.shop.svc.cluster.local": 20},
+			Mirrors: map[string]float64{"canary|web.shop.svc.cluster.local": 35}}},
+	}, {
 		name: "bound to gateways only: proxyless clients never see it",
 		vs: `metadata: {name: web, namespace: shop}
 spec:
@@ -94,7 +112,7 @@ spec:
 				t.Fatalf("routes %+v, want %+v", wants, tt.want)
 			}
 			for i := range wants {
-				if wants[i].Name != tt.want[i].Name || !slices.Equal(wants[i].MatchNames, tt.want[i].MatchNames) || !maps.Equal(wants[i].Split, tt.want[i].Split) {
+				if wants[i].Name != tt.want[i].Name || !slices.Equal(wants[i].MatchNames, tt.want[i].MatchNames) || !maps.Equal(wants[i].Split, tt.want[i].Split) || !maps.Equal(wants[i].Mirrors, tt.want[i].Mirrors) {
 					t.Errorf("route %d: %+v, want %+v", i, wants[i], tt.want[i])
 				}
 			}
@@ -138,6 +156,9 @@ func TestRoutesShow(t *testing.T) {
 		{"another VirtualService's route", []*routev3.Route{route("primary", "/apis/networking.istio.io/v1/namespaces/shop/virtual-service/other", stable, 80, canary, 20)}, split, false},
 		{"no route yet", nil, split, false},
 		{"one port right, one not yet", []*routev3.Route{route("primary", src, stable, 80, canary, 20), route("primary", src, stable)}, split, false},
+		{"mirror as wanted", []*routev3.Route{mirrored(route("primary", src, stable, 80, canary, 20), canary, 350000)}, withMirror(split, 35), true},
+		{"mirror at another percentage", []*routev3.Route{mirrored(route("primary", src, stable, 80, canary, 20), canary, 500000)}, withMirror(split, 35), false},
+		{"mirror not yet", []*routev3.Route{route("primary", src, stable, 80, canary, 20)}, withMirror(split, 35), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,6 +167,24 @@ func TestRoutesShow(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mirrored adds a mirror policy as istiod writes it (a fraction of a
+// million).
+func mirrored(r *routev3.Route, cluster string, millionths uint32) *routev3.Route {
+	r.GetRoute().RequestMirrorPolicies = append(r.GetRoute().RequestMirrorPolicies, &routev3.RouteAction_RequestMirrorPolicy{
+		Cluster: cluster,
+		RuntimeFraction: &corev3.RuntimeFractionalPercent{DefaultValue: &typev3.FractionalPercent{
+			Numerator: millionths, Denominator: typev3.FractionalPercent_MILLION}},
+	})
+	return r
+}
+
+// withMirror is wants with the canary mirrored at pct.
+func withMirror(wants []routeWant, pct float64) []routeWant {
+	out := slices.Clone(wants)
+	out[0].Mirrors = map[string]float64{"canary|web.shop.svc.cluster.local": pct}
+	return out
 }
 
 // configInfo is the metadata istiod tags a route with: the object it came

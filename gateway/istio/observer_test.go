@@ -2,7 +2,9 @@ package istio
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +70,7 @@ func TestObserverVerifiesWeightsFromIstiod(t *testing.T) {
 		{30, nil},
 		{100, nil},
 		{20, func(tr *api.Traffic) { tr.HeaderRoutes = []api.HeaderRoute{testersRoute} }},
+		{20, func(tr *api.Traffic) { tr.MirrorRoutes = []api.MirrorRoute{shadowMirror} }},
 		{0, nil},
 	}
 	for _, s := range steps {
@@ -87,7 +90,7 @@ func TestObserverVerifiesWeightsFromIstiod(t *testing.T) {
 		if !v.Verified {
 			t.Fatalf("weight %d: not verified: %s", s.weight, v.Message)
 		}
-		t.Logf("weight %d (header routes %d): write %v, then seen by the observer %v later", s.weight, len(tr.HeaderRoutes),
+		t.Logf("weight %d (header routes %d, mirror routes %d): write %v, then seen by the observer %v later", s.weight, len(tr.HeaderRoutes), len(tr.MirrorRoutes),
 			applied.Sub(start).Round(time.Millisecond), time.Since(applied).Round(time.Millisecond))
 		// What istiod sent, read here without the router's own reading
 		// (splitOf): the clusters and their weights, a side of weight 0
@@ -104,6 +107,12 @@ func TestObserverVerifiesWeightsFromIstiod(t *testing.T) {
 		if len(tr.HeaderRoutes) > 0 {
 			if got, _ := sentClusters(t, rt, host, r.ns, testersRoute.Name); !maps.Equal(got, map[string]uint32{canary: 100}) {
 				t.Errorf("header route: istiod sent %v, want the canary cluster alone", got)
+			}
+		}
+		if len(tr.MirrorRoutes) > 0 {
+			got := sentMirrors(t, rt, host, r.ns, shadowMirror.Name)
+			if want := []string{canary + " 350000/MILLION"}; !slices.Equal(got, want) {
+				t.Errorf("mirror route: istiod sent mirrors %v, want %v", got, want)
 			}
 		}
 	}
@@ -138,6 +147,25 @@ func TestObserverHoldsAStaleWrite(t *testing.T) {
 	if !strings.Contains(err.Error(), `route "primary"`) {
 		t.Errorf("error does not name the route that differs: %v", err)
 	}
+}
+
+// sentMirrors is the mirror policies of the Envoy routes named route
+// (one per match) that came from VirtualService checkout, as istiod sent
+// them: "cluster numerator/denominator".
+func sentMirrors(t *testing.T, rt *Router, host, ns, route string) []string {
+	t.Helper()
+	var out []string
+	for _, r := range rt.observer.Routes(host) {
+		if r.GetName() != route || !strings.HasSuffix(configOf(r), "/namespaces/"+ns+"/virtual-service/checkout") {
+			continue
+		}
+		for _, m := range r.GetRoute().GetRequestMirrorPolicies() {
+			f := m.GetRuntimeFraction().GetDefaultValue()
+			out = append(out, fmt.Sprintf("%s %d/%s", m.GetCluster(), f.GetNumerator(), f.GetDenominator()))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // sentClusters is the clusters of the Envoy route named route that came
