@@ -46,7 +46,8 @@ func observerRig(t *testing.T) (*rig, *Router) {
 	}
 	r.create(t, "virtualservice-subsets.yaml")
 	r.create(t, "destinationrule.yaml")
-	rt := r.router(t, RouterOptions{IstiodXDS: d.XDSAddr, PollInterval: 5 * time.Millisecond})
+	// The default poll: Verify wakes on the observer's changes, not on the poll.
+	rt := r.router(t, RouterOptions{IstiodXDS: d.XDSAddr, PollInterval: 250 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = rt.Run(ctx) }()

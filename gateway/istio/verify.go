@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/sluice-dev/sluice/api"
@@ -14,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Verification is Verify's answer when the write was taken: Verified
@@ -96,7 +96,7 @@ func (r *Router) Verify(ctx context.Context, key api.Key, tok string) (Verificat
 	}
 	verdicts := make([]verdict, len(objs))
 	var why string // what the observer still misses, for the error at the end
-	err = wait.PollUntilContextCancel(ctx, r.poll, true, func(ctx context.Context) (bool, error) {
+	round := func() (bool, error) {
 		done := true
 		for i, o := range objs {
 			if verdicts[i] != pending {
@@ -113,12 +113,26 @@ func (r *Router) Verify(ctx context.Context, key api.Key, tok string) (Verificat
 			done = done && v != pending
 		}
 		return done, nil
-	})
-	if err != nil {
-		if ctx.Err() != nil && r.observer != nil && why != "" {
-			return Verification{}, fmt.Errorf("rollout %s: istio: %s: %w", key, why, err)
+	}
+	for {
+		// Taken before the round: a change during it wakes the next one.
+		changed := r.observerChanged()
+		done, err := round()
+		if err != nil {
+			return Verification{}, err
 		}
-		return Verification{}, err
+		if done {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			if r.observer != nil && why != "" {
+				return Verification{}, fmt.Errorf("rollout %s: istio: %s: %w", key, why, ctx.Err())
+			}
+			return Verification{}, ctx.Err()
+		case <-time.After(r.poll):
+		case <-changed:
+		}
 	}
 	for _, v := range verdicts {
 		if v == noStatus {
@@ -126,6 +140,16 @@ func (r *Router) Verify(ctx context.Context, key api.Key, tok string) (Verificat
 		}
 	}
 	return Verification{Verified: true}, nil
+}
+
+// observerChanged is closed at the observer's next change (nil, never
+// ready, without an observer), so that Verify sees a push at once rather
+// than at its next poll.
+func (r *Router) observerChanged() <-chan struct{} {
+	if r.observer == nil {
+		return nil
+	}
+	return r.observer.Changed()
 }
 
 // observed compares what the observer holds for a VirtualService's hosts
