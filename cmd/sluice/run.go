@@ -152,6 +152,7 @@ keys (lists for repeatable flags); flags on the command line win.`,
 	f.StringVar(&o.RecoverFrom, "recover-from", "", "after a state loss, where a rollout sluice has no record of is recovered from: cluster (its ReplicaSets, then git; the default with --kubernetes), git (the file's history; the default otherwise) or none (the version in git becomes stable at once)")
 	f.StringVar(&o.Namespace, "namespace", "", "sluice's own namespace, for the leader Lease and the state ConfigMap (default $POD_NAMESPACE, else default)")
 	f.StringSliceVar(&o.WatchNamespaces, "watch-namespaces", nil, "with --kubernetes, the only namespaces sluice runs rollouts in (comma-separated or repeated; default: all); rollouts elsewhere are rejected")
+	f.StringVar(&o.IstioXDSAddr, "istio-xds-addr", "", "with --kubernetes, istiod's plaintext xDS address (host:port, e.g. istiod.istio-system.svc:15010): the Istio router then verifies each weight by what istiod sends a proxyless gRPC client (default: by istiod's status, else unverified)")
 	f.StringVar(&o.configFile, "config", "", "YAML file with the same settings")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")

@@ -343,6 +343,8 @@ func TestNewReportsErrors(t *testing.T) {
 		{"unknown state store", Options{StateStore: "etcd"}, "--state-store must be bbolt or kubernetes"},
 		{"cluster state without kubernetes mode", Options{StateStore: StateStoreKubernetes}, "--state-store kubernetes needs --kubernetes"},
 		{"leader election without kubernetes mode", Options{LeaderElect: true}, "--leader-elect needs --kubernetes"},
+		{"istiod observer without kubernetes mode", Options{IstioXDSAddr: "istiod:15010"}, "--istio-xds-addr needs --kubernetes"},
+		{"istiod address without a port", Options{Kubernetes: true, IstioXDSAddr: "istiod.istio-system.svc"}, "want host:port of istiod's plaintext xDS"},
 		// Each replica would have its own empty store: a failover would
 		// promote an in-flight canary's version at once.
 		{"leader election with the default store", Options{Kubernetes: true, LeaderElect: true}, "--leader-elect needs --state-store kubernetes: with bbolt each replica has its own store"},
@@ -363,7 +365,7 @@ func TestNewReportsErrors(t *testing.T) {
 			// The store was closed: a second daemon can open the state dir.
 			o.XDSAddr, o.WebhookSecretFile, o.XDSTLS = "127.0.0.1:0", "", gateway.TLSOptions{}
 			o.PrometheusTokenFile, o.AlertSlackFile, o.AlertmanagerURLFile = "", "", ""
-			o.StateStore, o.LeaderElect, o.Kubernetes = "", false, false
+			o.StateStore, o.LeaderElect, o.Kubernetes, o.IstioXDSAddr = "", false, false, ""
 			d, err = New(o)
 			if err != nil {
 				t.Fatalf("state dir left locked: %v", err)

@@ -100,7 +100,7 @@ func newKubeParts(o Options, next runner.Traffic, reg *prometheus.Registry, log 
 	}
 	// The router logs each drift and records a SluiceReapplied Event on
 	// the object, as the Gateway API router does.
-	if k.mesh, err = istio.New(istio.RouterOptions{Client: dyn, Events: client, Logger: log}); err != nil {
+	if k.mesh, err = istio.New(istio.RouterOptions{Client: dyn, Events: client, Logger: log, IstiodXDS: o.IstioXDSAddr}); err != nil {
 		return nil, err
 	}
 	k.routed = &routedTraffic{xds: k.traffic, routers: []gateway.ClusterRouter{k.gateway, k.mesh}, applyTimeout: o.AckTimeout, log: log}

@@ -143,6 +143,12 @@ type Options struct {
 	// WatchNamespaces limits Kubernetes mode to these namespaces (none:
 	// all): rollouts elsewhere are rejected, informers are namespaced.
 	WatchNamespaces []string
+	// IstioXDSAddr is istiod's plaintext xDS address (host:port). When
+	// set, the Istio router verifies a weight by what istiod sends a
+	// proxyless gRPC client (gateway/istio/observer); when empty, by
+	// istiod's status, else it reports the weight unverified. Needs
+	// Kubernetes.
+	IstioXDSAddr string
 
 	// LeaderElect runs the daemon only while this replica holds the Lease
 	// (controller/replica); needs Kubernetes and StateStoreKubernetes (a
@@ -279,6 +285,14 @@ func (o *Options) defaults() error {
 	}
 	if len(o.WatchNamespaces) > 0 && !o.Kubernetes {
 		return errors.New("--watch-namespaces needs --kubernetes")
+	}
+	if o.IstioXDSAddr != "" {
+		if !o.Kubernetes {
+			return errors.New("--istio-xds-addr needs --kubernetes")
+		}
+		if _, _, err := net.SplitHostPort(o.IstioXDSAddr); err != nil {
+			return fmt.Errorf("--istio-xds-addr %q: want host:port of istiod's plaintext xDS (e.g. istiod.istio-system.svc:15010): %w", o.IstioXDSAddr, err)
+		}
 	}
 	return nil
 }

@@ -6,7 +6,9 @@
 // sluice's header, cookie, sticky (canary and stable) and mirror routes
 // just ahead of them, and the subsets' rollouts-pod-template-hash labels.
 // Everything else in those objects stays byte for byte as the user wrote
-// it. It verifies a write as far as Istio lets it (the generation, and
+// it. It verifies a write by what istiod sends a proxyless gRPC client
+// when given istiod's address (meshview.go compares; package observer
+// subscribes), else as far as Istio's status lets it (the generation, and
 // istiod's status when status reporting is on), finds someone else's
 // edits of the managed fields (drift) and undoes them, and restores the
 // objects on Release.

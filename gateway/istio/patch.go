@@ -119,6 +119,10 @@ type vsPatch struct {
 	found, written []string
 	// entry is the rollout's new ledger entry.
 	entry ledgerEntry
+	// hosts and wants are what a proxyless client of istiod must
+	// receive once istiod has taken the write (meshview.go).
+	hosts []string
+	wants []routeWant
 }
 
 // patchVirtualService rewrites, in obj, the managed http routes named by
@@ -180,7 +184,14 @@ func patchVirtualService(obj *unstructured.Unstructured, routeNames []string, b 
 		isManaged[m+len(added)] = true // all of them sit after the insertion point
 	}
 	written := projectVS(out, setOf(names), isManaged)
-	return vsPatch{found: found, written: written, entry: ledgerEntry{Routes: names, Sum: checksum(written)}}, nil
+	wrote := make([]int, 0, len(added)+len(managed))
+	for i := range out {
+		if isManaged[i] || (i >= managed[0] && i < managed[0]+len(added)) {
+			wrote = append(wrote, i)
+		}
+	}
+	hosts, wants := meshWants(obj, out, wrote)
+	return vsPatch{found: found, written: written, entry: ledgerEntry{Routes: names, Sum: checksum(written)}, hosts: hosts, wants: wants}, nil
 }
 
 // addedNames returns the names of sluice's routes, which must be set,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/gateway"
+	"github.com/sluice-dev/sluice/gateway/istio/observer"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,6 +51,16 @@ type RouterOptions struct {
 	// DriftInterval is how often Run re-reads every object a rollout
 	// last wrote, to undo someone else's edits (default 1s).
 	DriftInterval time.Duration
+	// IstiodXDS is istiod's plaintext xDS address (host:port, e.g.
+	// istiod.istio-system.svc:15010). When set, Run subscribes to istiod
+	// as a proxyless gRPC client (package observer) and Verify waits until
+	// the routes it receives carry the weights Apply wrote; when empty,
+	// Verify relies on istiod's status, which Istio writes only with
+	// status reporting on.
+	IstiodXDS string
+	// ObserverName is the observer's node name at istiod (default
+	// sluice-<random>); one per sluice.
+	ObserverName string
 }
 
 // Router writes a rollout's traffic into the user's own VirtualServices
@@ -75,6 +86,8 @@ type Router struct {
 	onDrift       func(Drift)
 	poll          time.Duration
 	driftInterval time.Duration
+	// observer, when set, is what istiod sends a proxyless client.
+	observer *observer.Observer
 
 	// writes serialises Apply, Resync and Release, so that Run never
 	// writes a rollout's older traffic over a newer Apply.
@@ -98,8 +111,16 @@ func New(opts RouterOptions) (*Router, error) {
 	if opts.DriftInterval <= 0 {
 		opts.DriftInterval = time.Second
 	}
-	return &Router{client: opts.Client, events: opts.Events, log: opts.Logger, onDrift: opts.OnDrift,
-		poll: opts.PollInterval, driftInterval: opts.DriftInterval, last: map[api.Key]api.Traffic{}}, nil
+	r := &Router{client: opts.Client, events: opts.Events, log: opts.Logger, onDrift: opts.OnDrift,
+		poll: opts.PollInterval, driftInterval: opts.DriftInterval, last: map[api.Key]api.Traffic{}}
+	if opts.IstiodXDS != "" {
+		o, err := observer.New(observer.Options{Addr: opts.IstiodXDS, Name: opts.ObserverName, Logger: opts.Logger})
+		if err != nil {
+			return nil, err
+		}
+		r.observer = o
+	}
+	return r, nil
 }
 
 // Name is the router's name in logs, status and events.
@@ -131,10 +152,17 @@ func (r *Router) report(drifts []Drift) {
 // every rollout applied and not released, so that someone else's edit of
 // the managed fields (a GitOps sync, a kubectl edit) is undone between
 // steps, with an Event and OnDrift, rather than at the next step. Objects
-// nobody changed are read and not written.
+// nobody changed are read and not written. With RouterOptions.IstiodXDS it
+// also keeps the observer's stream to istiod.
 func (r *Router) Run(ctx context.Context) error {
+	done := make(chan error, 1)
+	if r.observer != nil {
+		go func() { done <- r.observer.Run(ctx) }()
+	} else {
+		done <- nil
+	}
 	wait.UntilWithContext(ctx, r.resyncAll, r.driftInterval)
-	return nil
+	return <-done
 }
 
 func (r *Router) resyncAll(ctx context.Context) {
@@ -202,14 +230,17 @@ func (r *Router) apply(ctx context.Context, t api.Traffic) (string, []Drift, err
 	}
 	b := backendsOf(t.Routing)
 	for _, vs := range groupVirtualServices(t.Routing.Istio.VirtualServices, t.Rollout) {
+		var mesh vsPatch
 		o, d, err := r.update(ctx, VirtualServices, vs.Namespace, vs.Name, t.Rollout,
 			func(obj *unstructured.Unstructured, prev ledgerEntry) (*ledgerEntry, []string, error) {
 				p, err := patchVirtualService(obj, vs.Routes, b, prev, want)
+				mesh = p
 				return &p.entry, p.found, err
 			})
 		if err != nil {
 			return "", drifts, err
 		}
+		o.Hosts, o.Routes = mesh.hosts, mesh.wants
 		record(o, d)
 	}
 	return tok.String(), drifts, nil

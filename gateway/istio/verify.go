@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/gateway"
 	istioanalysis "istio.io/api/analysis/v1alpha1"
@@ -13,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Verification is Verify's answer when the write was taken: Verified
@@ -30,6 +31,11 @@ type tokenObject struct {
 	Namespace  string `json:"namespace"`
 	Name       string `json:"name"`
 	Generation int64  `json:"generation"`
+	// Hosts and Routes (VirtualServices only) are what a proxyless client
+	// of istiod must receive for the write to count as applied, when
+	// the router observes istiod (meshview.go).
+	Hosts  []string    `json:"hosts,omitempty"`
+	Routes []routeWant `json:"routes,omitempty"`
 }
 
 // token is what Apply hands to Verify: every object and its generation.
@@ -64,20 +70,33 @@ const (
 )
 
 // Verify waits until every object in tok is observed at the generation
-// Apply wrote. Istio writes no status by default: then the answer is
-// Verified false with UnverifiedMessage once a re-read shows the write.
-// With istiod's status reporting on (status.observedGeneration and the
-// Reconciled condition), it waits for observedGeneration at or past the
-// write and Reconciled True (Verified true). A validation message of
-// level ERROR at that generation is a rejection: the error wraps
-// gateway.ErrNack. Otherwise it waits until ctx ends.
+// Apply wrote. With an observer of istiod (RouterOptions.IstiodXDS), a
+// VirtualService's write counts as applied when the routes istiod sends a
+// proxyless client carry the split Apply wrote (meshview.go): Verified
+// true. A DestinationRule carries no weights: with the observer it counts
+// once its generation reads back (the routes observed name its subsets).
+// Without an observer, or for a VirtualService proxyless clients cannot
+// see (bound to gateways only), it falls back to istiod's status: Istio
+// writes none by default, and then the answer is Verified false with
+// UnverifiedMessage once a re-read shows the write. With istiod's status
+// reporting on (status.observedGeneration and the Reconciled condition),
+// it waits for observedGeneration at or past the write and Reconciled True
+// (Verified true). A validation message of level ERROR at that generation
+// is a rejection: the error wraps gateway.ErrNack. Otherwise it waits
+// until ctx ends.
 func (r *Router) Verify(ctx context.Context, key api.Key, tok string) (Verification, error) {
 	objs, err := parseToken(tok)
 	if err != nil || len(objs) == 0 {
 		return Verification{Verified: true}, err
 	}
+	if r.observer != nil {
+		for _, o := range objs {
+			r.observer.Watch(o.Hosts...)
+		}
+	}
 	verdicts := make([]verdict, len(objs))
-	err = wait.PollUntilContextCancel(ctx, r.poll, true, func(ctx context.Context) (bool, error) {
+	var why string // what the observer still misses, for the error at the end
+	round := func() (bool, error) {
 		done := true
 		for i, o := range objs {
 			if verdicts[i] != pending {
@@ -87,13 +106,33 @@ func (r *Router) Verify(ctx context.Context, key api.Key, tok string) (Verificat
 			if err != nil {
 				return false, err
 			}
+			if v != pending && r.observer != nil && len(o.Hosts) > 0 {
+				v, why = r.observed(o)
+			}
 			verdicts[i] = v
 			done = done && v != pending
 		}
 		return done, nil
-	})
-	if err != nil {
-		return Verification{}, err
+	}
+	for {
+		// Taken before the round: a change during it wakes the next one.
+		changed := r.observerChanged()
+		done, err := round()
+		if err != nil {
+			return Verification{}, err
+		}
+		if done {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			if r.observer != nil && why != "" {
+				return Verification{}, fmt.Errorf("rollout %s: istio: %s: %w", key, why, ctx.Err())
+			}
+			return Verification{}, ctx.Err()
+		case <-time.After(r.poll):
+		case <-changed:
+		}
 	}
 	for _, v := range verdicts {
 		if v == noStatus {
@@ -103,7 +142,32 @@ func (r *Router) Verify(ctx context.Context, key api.Key, tok string) (Verificat
 	return Verification{Verified: true}, nil
 }
 
-// check reads one object once.
+// observerChanged is closed at the observer's next change (nil, never
+// ready, without an observer), so that Verify sees a push at once rather
+// than at its next poll.
+func (r *Router) observerChanged() <-chan struct{} {
+	if r.observer == nil {
+		return nil
+	}
+	return r.observer.Changed()
+}
+
+// observed compares what the observer holds for a VirtualService's hosts
+// with what Apply wrote into it.
+func (r *Router) observed(o tokenObject) (verdict, string) {
+	var got []*routev3.Route
+	for _, h := range o.Hosts {
+		got = append(got, r.observer.Routes(h)...)
+	}
+	if ok, why := routesShow(got, o.Namespace, o.Name, o.Routes); !ok {
+		return pending, fmt.Sprintf("%s/%s: %s", o.Namespace, o.Name, why)
+	}
+	return reconciled, ""
+}
+
+// check reads one object once. With an observer, an object at the written
+// generation is reconciled as far as its status goes (the observer decides
+// for a VirtualService it can see).
 func (r *Router) check(ctx context.Context, key api.Key, o tokenObject) (verdict, error) {
 	res := schema.GroupVersionResource{Group: VirtualServices.Group, Version: VirtualServices.Version, Resource: o.Resource}
 	obj, err := r.client.Resource(res).Namespace(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
@@ -121,6 +185,9 @@ func (r *Router) check(ctx context.Context, key api.Key, o tokenObject) (verdict
 	}
 	st, ok := istioStatus(obj)
 	if !ok {
+		if r.observer != nil && (o.Resource == DestinationRules.Resource || len(o.Hosts) > 0) {
+			return reconciled, nil
+		}
 		return noStatus, nil
 	}
 	if st.GetObservedGeneration() < o.Generation {
