@@ -279,9 +279,18 @@ func pythonGRPC(python string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// pythonPollEnv shortens grpcio's backup poll. An idle grpcio channel
+// (no call in flight: the client waiting on stdin between commands) reads
+// its xDS stream only when C-core's backup poller runs, every 5 s by
+// default, so each route update reached it 5-10 s late and most steps went
+// on after --ack-timeout instead of the ACK (the suite took 73 s for this
+// client instead of 9). Routing was right either way; docs/xds.md tells
+// operators about the knob.
+const pythonPollEnv = "GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS=200"
+
 func pythonClient(python string) func(t *testing.T, xdsServer, host, node string) xdsClient {
 	return func(t *testing.T, xdsServer, host, node string) xdsClient {
-		return startProcClient(t, "python "+python, []string{python, "-u", "testdata/xdsclients/client.py"}, nil, xdsServer, host, node)
+		return startProcClient(t, "python "+python, []string{python, "-u", "testdata/xdsclients/client.py"}, []string{pythonPollEnv}, xdsServer, host, node)
 	}
 }
 
