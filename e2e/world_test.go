@@ -154,6 +154,7 @@ type rolloutSpec struct {
 	Endpoints           map[string]string // version → gRPC address
 	Steps               string            // YAML list of steps, unindented
 	ManagedRoutes       []string
+	StickyCookie        string // sessionAffinity's cookie name; "" for none
 }
 
 func (r rolloutSpec) yaml() string {
@@ -191,6 +192,9 @@ spec:
 `, r.Host)
 	for _, v := range slices.Sorted(maps.Keys(r.Endpoints)) {
 		fmt.Fprintf(&b, "              %q: [%q]\n", v, r.Endpoints[v])
+	}
+	if r.StickyCookie != "" {
+		fmt.Fprintf(&b, "            sessionAffinity: {cookieName: %s}\n", r.StickyCookie)
 	}
 	return b.String()
 }

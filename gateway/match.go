@@ -52,8 +52,9 @@ func cookieRegex(m api.StringMatch) (string, error) {
 	return "", fmt.Errorf("cookie match has no exact, prefix or regex")
 }
 
-// stringMatcher compiles an api.StringMatch into Envoy's StringMatcher.
-func stringMatcher(m api.StringMatch) (*matcherv3.StringMatcher, error) {
+// checkStringMatch makes sure an api.StringMatch sets exactly one of
+// exact, prefix, regex.
+func checkStringMatch(m api.StringMatch) error {
 	n := 0
 	for _, s := range []string{m.Exact, m.Prefix, m.Regex} {
 		if s != "" {
@@ -61,19 +62,38 @@ func stringMatcher(m api.StringMatch) (*matcherv3.StringMatcher, error) {
 		}
 	}
 	if n != 1 {
-		return nil, fmt.Errorf("string match needs exactly one of exact, prefix, regex (got %d)", n)
+		return fmt.Errorf("string match needs exactly one of exact, prefix, regex (got %d)", n)
 	}
-	switch {
-	case m.Exact != "":
-		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: m.Exact}}, nil
-	case m.Prefix != "":
-		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: m.Prefix}}, nil
-	default:
-		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: safeRegex(m.Regex)}}, nil
-	}
+	return nil
 }
 
 func safeRegex(re string) *matcherv3.RegexMatcher { return &matcherv3.RegexMatcher{Regex: re} }
+
+// valueHeaderMatcher compiles a value match on header name into HeaderMatcher's legacy fields
+// exact_match, prefix_match and safe_regex_match, not string_match. The
+// legacy fields are deprecated in Envoy's proto but still served by every
+// Envoy v3 and every gRPC; string_match (Envoy 1.20, gRPC's gRFC A63, 2023)
+// is unknown to older gRPC clients, which NACK the whole route table with
+// "Invalid route header matcher specified" (C-core 1.51, Debian 12's
+// python3-grpcio). Each api.StringMatch has an exact legacy equivalent; only
+// string_match's ignore_case has none, and sluice never sets it: a
+// case-insensitive match would have to use string_match (and raise the
+// minimum client versions in docs/xds.md).
+func valueHeaderMatcher(name string, m api.StringMatch) (*routev3.HeaderMatcher, error) {
+	if err := checkStringMatch(m); err != nil {
+		return nil, err
+	}
+	h := &routev3.HeaderMatcher{Name: name}
+	switch {
+	case m.Exact != "":
+		h.HeaderMatchSpecifier = &routev3.HeaderMatcher_ExactMatch{ExactMatch: m.Exact}
+	case m.Prefix != "":
+		h.HeaderMatchSpecifier = &routev3.HeaderMatcher_PrefixMatch{PrefixMatch: m.Prefix}
+	default:
+		h.HeaderMatchSpecifier = &routev3.HeaderMatcher_SafeRegexMatch{SafeRegexMatch: safeRegex(m.Regex)}
+	}
+	return h, nil
+}
 
 // headerMatcher compiles one header match; a match on "cookie" becomes a
 // cookie-pair regex (see cookieRegex). Header names are lowercased because
@@ -93,11 +113,11 @@ func headerMatcher(m api.HeaderMatch) (*routev3.HeaderMatcher, error) {
 			HeaderMatchSpecifier: &routev3.HeaderMatcher_SafeRegexMatch{SafeRegexMatch: safeRegex(re)},
 		}, nil
 	}
-	sm, err := stringMatcher(m.HeaderValue)
+	h, err := valueHeaderMatcher(name, m.HeaderValue)
 	if err != nil {
 		return nil, fmt.Errorf("header %s: %w", name, err)
 	}
-	return &routev3.HeaderMatcher{Name: name, HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: sm}}, nil
+	return h, nil
 }
 
 // mirrorMatch compiles one mirror RouteMatch: path, method (the :method

@@ -13,7 +13,6 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/sluice-dev/sluice/api"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -189,22 +188,13 @@ func buildRoutes(t api.Traffic) ([]*routev3.Route, error) {
 			Name: "keep-warm/" + string(s.side),
 			Match: &routev3.RouteMatch{
 				PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"},
-				Headers: []*routev3.HeaderMatcher{{Name: keepWarmHeader, HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{
-					StringMatch: mustStringMatcher(api.StringMatch{Exact: name}),
-				}}},
+				// exact_match, not string_match: see valueHeaderMatcher.
+				Headers: []*routev3.HeaderMatcher{{Name: keepWarmHeader, HeaderMatchSpecifier: &routev3.HeaderMatcher_ExactMatch{ExactMatch: name}}},
 			},
 			Action: toCluster(name),
 		})
 	}
 	return routes, nil
-}
-
-func mustStringMatcher(m api.StringMatch) *matcherv3.StringMatcher {
-	sm, err := stringMatcher(m)
-	if err != nil {
-		panic(err) // only called with literal exact matches
-	}
-	return sm
 }
 
 // pinRoutes are the session-affinity routes: requests carrying

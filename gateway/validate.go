@@ -272,7 +272,8 @@ func checkCluster(c *clusterv3.Cluster) error {
 
 // checkRoutes applies gRPC's route rules: every route has a path specifier,
 // weighted clusters total more than 0 and at most MaxUint32, every regex
-// compiles as RE2, and every referenced cluster exists.
+// compiles as RE2, header matchers use the forms every gRPC client knows
+// (no string_match), and every referenced cluster exists.
 func checkRoutes(rc *routev3.RouteConfiguration, clusters map[string]bool) error {
 	for _, vh := range rc.GetVirtualHosts() {
 		for _, r := range vh.GetRoutes() {
@@ -296,10 +297,11 @@ func checkRoute(r *routev3.Route, clusters map[string]bool) error {
 		if err := checkRE2(h.GetSafeRegexMatch()); err != nil {
 			return err
 		}
-		if sm := h.GetStringMatch(); sm != nil {
-			if err := checkRE2(sm.GetSafeRegex()); err != nil {
-				return err
-			}
+		if h.GetStringMatch() != nil {
+			// See valueHeaderMatcher: gRPC clients older than gRFC A63
+			// (C-core < 1.56, e.g. Debian 12's python3-grpcio 1.51) NACK
+			// the whole route table over one string_match.
+			return fmt.Errorf("header %s: string_match is unknown to older gRPC clients (gRFC A63); use exact_match, prefix_match or safe_regex_match", h.GetName())
 		}
 	}
 	a := r.GetRoute()

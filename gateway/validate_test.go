@@ -10,6 +10,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -61,6 +62,11 @@ func TestValidateRejects(t *testing.T) {
 		{"regex not RE2", func(r *Resources) {
 			defaultRoute(r).Match.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: safeRegex(`(\w)\1`)}
 		}, "RE2"},
+		{"string_match header matcher", func(r *Resources) {
+			defaultRoute(r).Match.Headers = []*routev3.HeaderMatcher{{Name: "x-canary", HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{
+				StringMatch: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: "always"}},
+			}}}
+		}, "string_match is unknown to older gRPC clients"},
 		{"cluster not EDS", func(r *Resources) {
 			r.Clusters[1].ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}
 		}, "want EDS"},
