@@ -12,9 +12,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/xds"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/cache"
@@ -50,7 +52,17 @@ func newGammaWorld(t *testing.T) *gammaWorld {
 	}
 	ns := c.Namespace(t)
 	startPodBackends(t, c, ns)
-	return &gammaWorld{c: c, ist: ist, ns: ns, gw: gw}
+	w := &gammaWorld{c: c, ist: ist, ns: ns, gw: gw}
+	// istiod answers /ready before its Gateway API controller runs; it
+	// runs once it has accepted the GatewayClass istio it creates.
+	kubetest.Eventually(t, 2*time.Minute, "GatewayClass istio Accepted", func() (bool, string) {
+		gc, err := gw.GatewayV1().GatewayClasses().Get(ctxFor(t, 10*time.Second), "istio", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return meta.IsStatusConditionTrue(gc.Status.Conditions, string(gwv1.GatewayClassConditionStatusAccepted)), fmt.Sprint(gc.Status.Conditions)
+	})
+	return w
 }
 
 // service creates a Service of the app's pods on kubePort. The port is
@@ -284,14 +296,16 @@ func newMeshClient(t *testing.T, w *gammaWorld, service string, i int) *meshClie
 	return &meshClient{cc: cc}
 }
 
-// meshCalls makes n calls, spread over the clients, and counts the versions
-// that answered ("" for a failed call, with the first error).
-func meshCalls(t *testing.T, clients []*meshClient, n int) (map[string]int, error) {
+// meshCalls makes n calls with metadata md (name, value pairs), spread
+// over the clients, and counts the versions that answered ("" for a
+// failed call, with the first error).
+func meshCalls(t *testing.T, clients []*meshClient, n int, md ...string) (map[string]int, error) {
 	t.Helper()
 	got := map[string]int{}
 	var first error
 	for i := range n {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		ctx = metadata.AppendToOutgoingContext(ctx, md...)
 		out := new(wrapperspb.StringValue)
 		err := clients[i%len(clients)].cc.Invoke(ctx, probe.FullMethod, wrapperspb.String("gamma"), out)
 		cancel()
@@ -345,9 +359,10 @@ func observedSplit(t *testing.T, clients []*meshClient, stable, canary string, p
 // steered) and the Gateway gm-edge of class istio. What sluice verifies
 // is the status istiod writes for both parents (Accepted and ResolvedRefs
 // True at the written generation); what proxyless gRPC clients of istiod
-// observe calling gm is checked against every step: 20 %, 50 %,
-// promotion (all on v2) and, on the next version, an abort (all on the
-// stable v2), each over 1,000 calls. No Envoy runs behind the Gateway,
+// observe calling gm is checked against every step: 20 %, a header
+// route (calls with x-canary: yes all on the canary, the others still
+// 20 %), 50 %, promotion (all on v2) and, on the next version, an abort
+// (all on the stable v2), each over 1,000 calls. No Envoy runs behind the Gateway,
 // so for that parent only the status is checked.
 //
 // A GRPCRoute rather than an HTTPRoute because the backends are gRPC:
@@ -371,8 +386,15 @@ func TestKubeGatewayAPIIstiod(t *testing.T) {
 	repo := newGitRepo(t)
 	spec := kubeRollout{Name: "gm", Namespace: ns, Version: v1, Replicas: 2,
 		Canary: "stableService: gm-stable\ncanaryService: gm-canary\n",
-		Steps:  "- setWeight: 20\n- pause: {}\n- setWeight: 50\n- pause: {}\n",
-		TrafficRouting: `plugins:
+		Steps: `- setWeight: 20
+- pause: {}
+- setHeaderRoute: {name: beta, match: [{headerName: x-canary, headerValue: {exact: "yes"}}]}
+- pause: {}
+- setWeight: 50
+- pause: {}
+`,
+		TrafficRouting: `managedRoutes: [{name: beta}]
+plugins:
   argoproj-labs/gatewayAPI: {grpcRoute: gm}
 `}
 	repo.push("v1", map[string]string{"rollouts/gm.yaml": spec.yaml()})
@@ -393,6 +415,19 @@ func TestKubeGatewayAPIIstiod(t *testing.T) {
 	d.waitStatus(ns+"/gm", 90*time.Second, "paused at 20 %", func(s httpapi.RolloutStatus) bool {
 		return s.Commit == commit && s.Phase == rollout.PhasePaused && s.Weights.Canary == 20
 	})
+	observedSplit(t, clients, v1, v2, 0.2, n)
+	d.cli("promote", ns+"/gm")
+	d.waitStatus(ns+"/gm", 60*time.Second, "paused after the header route", func(s httpapi.RolloutStatus) bool {
+		return s.Phase == rollout.PhasePaused && s.StepIndex == 3
+	})
+	// Calls with the header all reach the canary; the others keep 20 %.
+	kubetest.Eventually(t, 30*time.Second, "x-canary calls all on v2", func() (bool, string) {
+		got, err := meshCalls(t, clients, 200, "x-canary", "yes")
+		return err == nil && got[v2] == 200, fmt.Sprint(got, err)
+	})
+	if got, err := meshCalls(t, clients, n, "x-canary", "yes"); err != nil || got[v2] != n {
+		t.Errorf("header route: %v of %d calls with x-canary: yes; want all on %s (first error %v)", got, n, v2, err)
+	}
 	observedSplit(t, clients, v1, v2, 0.2, n)
 	d.cli("promote", ns+"/gm")
 	d.waitStatus(ns+"/gm", 60*time.Second, "paused at 50 %", func(s httpapi.RolloutStatus) bool {

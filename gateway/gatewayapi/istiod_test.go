@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-dev/sluice/gateway/gatewayapi"
 	"github.com/sluice-dev/sluice/internal/kubetest"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -32,12 +33,13 @@ const istiodController = "istio.io/gateway-controller"
 // with istiod's reason, BackendNotFound, not a wait.
 func TestVerifyIstiod(t *testing.T) {
 	c := kubetest.Shared(t)
-	kubetest.SharedIstiod(t, c)
+	ist := kubetest.SharedIstiod(t, c)
 	ctx := t.Context()
 	client, err := gwclient.NewForConfig(c.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
+	waitIstioClass(t, client, ist)
 	ns := c.Namespace(t)
 	for _, name := range []string{"checkout", "checkout-stable", "checkout-canary"} {
 		svc := &corev1.Service{
@@ -82,11 +84,11 @@ func TestVerifyIstiod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bounded, cancel := context.WithTimeout(ctx, 30*time.Second)
+	bounded, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	start := time.Now()
 	if v, err := router.Verify(bounded, key, tok); err != nil || !v.Verified {
-		t.Fatalf("Verify of a route istiod serves: %+v, %v", v, err)
+		t.Fatalf("Verify of a route istiod serves: %+v, %v\nistiod's log:\n%s", v, err, ist.TailLog(6000))
 	}
 	t.Logf("istiod took the write (both parents) within %v", time.Since(start).Round(time.Millisecond))
 	got, err := client.GatewayV1().HTTPRoutes(ns).Get(ctx, "checkout", metav1.GetOptions{})
@@ -111,11 +113,33 @@ func TestVerifyIstiod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bounded2, cancel2 := context.WithTimeout(ctx, 30*time.Second)
+	bounded2, cancel2 := context.WithTimeout(ctx, time.Minute)
 	defer cancel2()
 	_, err = router.Verify(bounded2, key, tok)
 	if !errors.Is(err, gateway.ErrNack) || !strings.Contains(err.Error(), string(gwv1.RouteReasonBackendNotFound)) {
-		t.Fatalf("Verify of a route whose canary Service is missing: %v; want a NACK with %s", err, gwv1.RouteReasonBackendNotFound)
+		t.Fatalf("Verify of a route whose canary Service is missing: %v; want a NACK with %s\nistiod's log:\n%s", err, gwv1.RouteReasonBackendNotFound, ist.TailLog(6000))
 	}
 	t.Logf("NACK: %v", err)
+}
+
+// waitIstioClass waits until istiod has created and accepted the
+// GatewayClass istio: its Gateway API controller is running. istiod
+// answers /ready before that, and on a loaded machine a route written
+// in between waits for its first status as long as istiod's caches take
+// to sync.
+func waitIstioClass(t *testing.T, client gwclient.Interface, ist *kubetest.Istiod) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	for {
+		gc, err := client.GatewayV1().GatewayClasses().Get(ctx, "istio", metav1.GetOptions{})
+		if err == nil && meta.IsStatusConditionTrue(gc.Status.Conditions, string(gwv1.GatewayClassConditionStatusAccepted)) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("GatewayClass istio not Accepted (%v)\nistiod's log:\n%s", err, ist.TailLog(6000))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
