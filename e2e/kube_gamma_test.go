@@ -53,6 +53,11 @@ func newGammaWorld(t *testing.T) *gammaWorld {
 	ns := c.Namespace(t)
 	startPodBackends(t, c, ns)
 	w := &gammaWorld{c: c, ist: ist, ns: ns, gw: gw}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("istiod's log:\n%s", ist.TailLog(6000))
+		}
+	})
 	// istiod answers /ready before its Gateway API controller runs; it
 	// runs once it has accepted the GatewayClass istio it creates.
 	kubetest.Eventually(t, 2*time.Minute, "GatewayClass istio Accepted", func() (bool, string) {
@@ -158,6 +163,23 @@ func (w *gammaWorld) grpcRoute(t *testing.T, name, stable string, parents ...gwv
 	if _, err := w.gw.GatewayV1().GRPCRoutes(w.ns).Create(t.Context(), route, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// waitServed waits for istiod's first status of the route, one entry per
+// parent: the route is served before sluice writes it, as a route a
+// rollout starts on is. A write right after the creation can race
+// istiod's first status write, which istiod drops on a conflict without
+// retrying (pilot/pkg/status/manager.go), leaving the route without
+// status until it changes again.
+func (w *gammaWorld) waitServed(t *testing.T, name string, parents int) {
+	t.Helper()
+	kubetest.Eventually(t, 60*time.Second, "istiod's status of GRPCRoute "+name, func() (bool, string) {
+		r, err := w.gw.GatewayV1().GRPCRoutes(w.ns).Get(ctxFor(t, 10*time.Second), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(r.Status.Parents) == parents, fmt.Sprint(r.Status.Parents)
+	})
 }
 
 // routeStatusClock measures, from a watch on one route, how long istiod
@@ -381,6 +403,7 @@ func TestKubeGatewayAPIIstiod(t *testing.T) {
 	w.service(t, "gm-canary", map[string]string{"app": "gm"})
 	w.gateway(t, "gm-edge")
 	w.grpcRoute(t, "gm", "gm-stable", serviceParent("gm"), gwv1.ParentReference{Name: "gm-edge"})
+	w.waitServed(t, "gm", 2)
 	clock := watchRouteStatus(t, w, "gm")
 
 	repo := newGitRepo(t)
@@ -481,6 +504,7 @@ plugins:
 	w2.service(t, "gx", map[string]string{"app": "gx"})
 	w2.service(t, "gx-stable", map[string]string{"app": "gx"})
 	w2.grpcRoute(t, "gx", "gx-stable", serviceParent("gx"))
+	w2.waitServed(t, "gx", 1)
 	missing := kubeRollout{Name: "gx", Namespace: ns, Version: v1, Replicas: 2,
 		Canary: "stableService: gx-stable\ncanaryService: gx-canary\n",
 		Steps:  "- setWeight: 20\n- pause: {}\n",

@@ -75,6 +75,15 @@ func TestVerifyIstiod(t *testing.T) {
 	if _, err := client.GatewayV1().HTTPRoutes(ns).Create(ctx, route, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The route is served before sluice writes it, as in a cluster where
+	// a rollout starts on an existing route: a write right after the
+	// creation can race istiod's first status write, which istiod drops
+	// on a conflict without retrying (pilot/pkg/status/manager.go), so
+	// that no status comes until the route changes again.
+	eventually(t, "istiod's first status of the route", func(ctx context.Context) bool {
+		got, err := client.GatewayV1().HTTPRoutes(ns).Get(ctx, "checkout", metav1.GetOptions{})
+		return err == nil && len(got.Status.Parents) == 2
+	})
 	router, err := gatewayapi.New(gatewayapi.Options{Client: client, PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
