@@ -24,12 +24,16 @@ import (
 )
 
 // routeWorld is a namespace with the cluster routers' objects in it and
-// fake controllers that write their status: no gateway implementation
-// runs in these tests, so gatewayapitest.Controller plays the gateway's
-// controller (Accepted/ResolvedRefs at the route's generation, per the
-// Gateway API conformance rules). Istio's CRDs are installed too, with no
-// istiod: a VirtualService's weight stays "unverified", as it is in a
-// mesh without istiod's status reporting.
+// fake controllers that write their status. The fake
+// (gatewayapitest.Controller: Accepted/ResolvedRefs at the route's
+// generation, per the Gateway API conformance rules) stays here on
+// purpose: these tests are about sluice's own logic, which needs a gateway
+// told what to answer (hold its status back to prove a step waits, reject
+// a route on cue to prove a NACK holds it). That a real implementation
+// writes such status and moves traffic with it is TestKubeGatewayAPIIstiod
+// (istiod). Istio's CRDs are installed too, with no istiod: a
+// VirtualService's weight stays "unverified", as it is in a mesh without
+// istiod's status reporting.
 type routeWorld struct {
 	c    *kubetest.Cluster
 	ns   string

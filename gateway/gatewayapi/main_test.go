@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/kubetest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	"sigs.k8s.io/yaml"
@@ -22,8 +23,12 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/golden")
 
 // The route tests run against a real kube-apiserver with the Gateway API
-// CRDs; no gateway implementation runs, so gatewayapitest.Controller
-// plays the gateway controller by writing route status.
+// CRDs. gatewayapitest.Controller plays the gateway controller by writing
+// route status: these tests are about sluice's own logic (what it writes,
+// that Verify waits for a held status and reads a rejection as a NACK),
+// which needs a controller that answers on cue. What a real
+// implementation (istiod) writes is tested in istiod_test.go and in e2e
+// TestKubeGatewayAPIIstiod.
 func TestMain(m *testing.M) {
 	kubetest.EnterNetns()
 	kubetest.Lazy(1)
@@ -83,6 +88,23 @@ func (r *rig) route(t *testing.T) *gwv1.HTTPRoute {
 		t.Fatal(err)
 	}
 	return got
+}
+
+// edit changes the route as field manager manager would: read, change,
+// update, and again on a conflict. istiod (TestVerifyIstiod) writes the
+// status of every route in the cluster, as a gateway controller of a
+// real cluster does, so a read-modify-write may meet a newer version.
+func (r *rig) edit(t *testing.T, manager string, change func(*gwv1.HTTPRoute)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		route := r.route(t)
+		change(route)
+		_, err := r.client.GatewayV1().HTTPRoutes(r.ns).Update(t.Context(), route, metav1.UpdateOptions{FieldManager: manager})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // eventually polls cond until it is true or fails the test with what.

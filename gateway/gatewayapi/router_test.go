@@ -159,11 +159,7 @@ func TestVerify(t *testing.T) {
 // NACK naming the route and why, at once, instead of "verified".
 func TestVerifyNoParents(t *testing.T) {
 	r := newRig(t)
-	orphan := r.route(t)
-	orphan.Spec.ParentRefs = nil
-	if _, err := r.client.GatewayV1().HTTPRoutes(r.ns).Update(t.Context(), orphan, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	r.edit(t, "", func(orphan *gwv1.HTTPRoute) { orphan.Spec.ParentRefs = nil })
 	tok, err := r.router.Apply(t.Context(), traffic(r.ns, 20))
 	if err != nil {
 		t.Fatal(err)
@@ -189,12 +185,10 @@ func TestReapplyAfterForeignEdit(t *testing.T) {
 	want := r.route(t).Spec.Rules
 	go func() { _ = r.router.Run(ctx) }()
 
-	edited := r.route(t)
-	edited.Spec.Rules[1].BackendRefs = edited.Spec.Rules[1].BackendRefs[:1]
-	edited.Spec.Rules[1].BackendRefs[0].Weight = ptr.To[int32](1)
-	if _, err := r.client.GatewayV1().HTTPRoutes(r.ns).Update(ctx, edited, metav1.UpdateOptions{FieldManager: "argocd-controller"}); err != nil {
-		t.Fatal(err)
-	}
+	r.edit(t, "argocd-controller", func(edited *gwv1.HTTPRoute) {
+		edited.Spec.Rules[1].BackendRefs = edited.Spec.Rules[1].BackendRefs[:1]
+		edited.Spec.Rules[1].BackendRefs[0].Weight = ptr.To[int32](1)
+	})
 	eventually(t, "the managed rules re-applied", func(ctx context.Context) bool {
 		return rulesYAML(t, r.route(t).Spec.Rules) == rulesYAML(t, want)
 	})

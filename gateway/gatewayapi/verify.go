@@ -129,11 +129,17 @@ func findCondition(cs []metav1.Condition, t string) *metav1.Condition {
 }
 
 // sameParent compares parent references with Gateway API's defaults
-// (group gateway.networking.k8s.io, kind Gateway, the route's namespace).
+// (group gateway.networking.k8s.io, kind Gateway, the route's namespace),
+// section and port included: a controller's status entry repeats the
+// parentRef it answers for.
 func sameParent(ns string, a, b gwv1.ParentReference) bool {
-	return parentName(ns, a) == parentName(ns, b) && ptrEq(a.SectionName, b.SectionName) && ptrEq(a.Port, b.Port)
+	return parentName(ns, a) == parentName(ns, b)
 }
 
+// parentName names a parent for status messages and comparison:
+// "Gateway.gateway.networking.k8s.io shop/edge section http", or for a
+// GAMMA parent (a core Service, whose group is "") "Service shop/checkout
+// port 8080".
 func parentName(ns string, p gwv1.ParentReference) string {
 	group, kind, pns := gwv1.GroupName, "Gateway", ns
 	if p.Group != nil {
@@ -145,12 +151,16 @@ func parentName(ns string, p gwv1.ParentReference) string {
 	if p.Namespace != nil {
 		pns = string(*p.Namespace)
 	}
-	return kind + "." + group + " " + pns + "/" + string(p.Name)
-}
-
-func ptrEq[T comparable](a, b *T) bool {
-	if a == nil || b == nil {
-		return a == b
+	name := kind
+	if group != "" {
+		name += "." + group
 	}
-	return *a == *b
+	name += " " + pns + "/" + string(p.Name)
+	if p.SectionName != nil {
+		name += " section " + string(*p.SectionName)
+	}
+	if p.Port != nil {
+		name += fmt.Sprintf(" port %d", *p.Port)
+	}
+	return name
 }
