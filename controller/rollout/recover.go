@@ -180,6 +180,10 @@ func (m *machine) resumeHeld(e Recovered) {
 // before the abort). Its set drains as keepDraining says: its pods stay
 // until that traffic is ACKed and a whole delay has passed. Retry or a new
 // version lets it go on, as after any abort.
+//
+// A mark found with the canary's weight still on it is an abort that
+// waited for stable pods (dynamicStableScale shrank the stable): as then,
+// the canary keeps that weight until the stable's pods are Ready.
 func (m *machine) resumeAborted(e Recovered) {
 	r := e.Canary
 	m.s.Spec = r
@@ -189,9 +193,18 @@ func (m *machine) resumeAborted(e Recovered) {
 	m.s.Cursor = CursorEnter
 	m.s.Aborted = true
 	m.s.AbortReason = fmt.Sprintf("aborted before a state loss (recovered from %s)", sourceText(e.Source))
-	m.settleTraffic(SettleAbort, nil)
 	m.rescale = true
-	m.alert(AlertStateRecovered, e.Commit, fmt.Sprintf("recovered from %s after a state loss: found %s; canary %s had been aborted: it stays aborted, all traffic back to stable %s; retry or push a new version",
+	if e.Weight > 0 && m.s.workload().DynamicStableScale {
+		m.s.Weights = api.CanaryWeights(min(e.Weight, 100))
+		if m.await(WaitAbort, 0, m.s.Spec.Replicas, "") {
+			m.pushTraffic() // what the clients hold, until the stable's pods are Ready
+		} else {
+			m.returnToStable()
+		}
+	} else {
+		m.settleTraffic(SettleAbort, nil)
+	}
+	m.alert(AlertStateRecovered, e.Commit, fmt.Sprintf("recovered from %s after a state loss: found %s; canary %s had been aborted: it stays aborted and its traffic goes back to stable %s; retry or push a new version",
 		sourceText(e.Source), e.Found, r.Version, m.s.StableVersion))
 }
 
