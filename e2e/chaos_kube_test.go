@@ -177,6 +177,36 @@ func (w *chaosWorld) checkStableKept(before chaosBefore, end time.Time) {
 	}
 }
 
+// checkAbortedCanaryKept: the aborted canary's ReplicaSet (v2) keeps the
+// size it had at the fault until end: clients may route to it until they
+// ACK the move back to stable, and its pods go only a whole scale-down
+// delay after that ACK, whatever the fault lost.
+func (w *chaosWorld) checkAbortedCanaryKept(before chaosBefore, end time.Time) {
+	t := w.t
+	t.Helper()
+	w.sets.mu.Lock()
+	reads := w.sets.reads
+	w.sets.mu.Unlock()
+	size := int32(-1)
+	for _, r := range reads {
+		if r.at.After(end) {
+			break
+		}
+		if r.at.Before(before.at) {
+			size = r.spec[v2]
+			continue
+		}
+		if size <= 0 {
+			t.Fatalf("no read of the canary's ReplicaSet (v2) with pods before the fault (size %d)", size)
+		}
+		if r.spec[v2] < size {
+			t.Errorf("the aborted canary's ReplicaSet (v2) went from %d to %d replicas %v after the fault, before the move back was ACKed and a scale-down delay had passed",
+				size, r.spec[v2], r.at.Sub(before.at).Round(10*time.Millisecond))
+			return
+		}
+	}
+}
+
 // chaosHA is a leader and a follower on the cluster store; the clients
 // reach them through a Service (xdsService), so that those on a killed
 // leader reconnect to the survivor.

@@ -283,6 +283,9 @@ func (w *chaosWorld) run() string {
 	w.checkNeverHealthy(before)
 	if w.sets != nil {
 		w.checkStableKept(before, end)
+		if before.aborted {
+			w.checkAbortedCanaryKept(before, end)
+		}
 	}
 	t.Logf("%s at %s (step %d, %d %%), %s: %s in %v", w.cell.mode, w.cell.point, before.st.StepIndex+1, before.st.Weights.Canary, w.cell.fault, outcome, took.Round(100*time.Millisecond))
 	return fmt.Sprintf("%s; %.1f s", outcome, took.Seconds())
@@ -404,12 +407,21 @@ func (w *chaosWorld) outcome(before chaosBefore) (string, time.Time) {
 			if st.StepIndex > before.st.StepIndex && before.promoted.IsZero() {
 				t.Errorf("recovered at step %d, past step %d where the fault hit", step, before.st.StepIndex+1)
 			}
+			if before.aborted && w.sets != nil {
+				t.Errorf("the aborted canary came back held at step %d, %d %%: the abort was lost with the record (%q)", step, st.Weights.Canary, st.Message)
+			}
 			return fmt.Sprintf("held at step %d, %d %% (recovered)", step, st.Weights.Canary), now
 		case before.aborted && st.Aborted && st.StableVersion == v1:
+			if recovered && wipe {
+				return fmt.Sprintf("stayed aborted at step %d, 0 %% (recovered from the %s)", step, recoveredFrom(w.sys.logs(w.started))), now
+			}
 			return "stayed aborted, 0 %", now
 		case !before.promoted.IsZero() && st.Phase == rollout.PhaseHealthy && st.StableVersion == v2:
 			return "promotion completed", now
 		case st.CanaryVersion == v2 && recovered && wipe:
+			if before.aborted && w.sets != nil {
+				t.Errorf("the aborted canary runs again from step 1 after a wipe: the abort was lost with the record (%q)", st.Message)
+			}
 			return fmt.Sprintf("re-runs from step 1 (recovered from %s)", recoveredFrom(w.sys.logs(w.started))), now
 		case st.CanaryVersion == v2 && !before.aborted && before.promoted.IsZero() && st.StepIndex >= before.st.StepIndex:
 			if wipe {
@@ -485,6 +497,8 @@ func (w *chaosWorld) checkTraffic(before chaosBefore, end time.Time) {
 	if tl.failed > 0 || tl.noVersion > 0 {
 		t.Errorf("after the fault %d calls failed and %d found no backend (of %d); first failure: %s", tl.failed, tl.noVersion, len(calls), firstFailure(calls))
 	}
+	t.Logf("clients from the fault to %v later: %d calls, %d answered by v1, %d by v2 (the last started %s after the fault), %d failed",
+		end.Sub(before.at).Round(100*time.Millisecond), len(calls), tl.answered[v1], tl.answered[v2], lastAnswer(calls, v2, before.at), tl.failed+tl.noVersion)
 	if before.allowed >= 100 {
 		return
 	}
@@ -676,6 +690,17 @@ func (s *chaosSingle) inject(f chaosFault) {
 	defer s.mu.Unlock()
 	s.rig.start()
 	s.daemons = append(s.daemons, s.rig.d)
+}
+
+// lastAnswer is when, from the fault at from, the last call answered by
+// version started; "never" when none was.
+func lastAnswer(calls []probe.Answer, version string, from time.Time) string {
+	for i := len(calls) - 1; i >= 0; i-- {
+		if a := calls[i]; a.Err == nil && a.Version == version {
+			return a.Started.Sub(from).Round(10 * time.Millisecond).String()
+		}
+	}
+	return "never"
 }
 
 // firstFailure describes the first call that failed or found no backend.

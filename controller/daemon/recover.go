@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluice-dev/sluice/api"
@@ -103,10 +104,12 @@ func (d *Daemon) recoverFromGit(ctx context.Context, commit string, cur *api.Rol
 }
 
 // recoverFromCluster rebuilds the rollout from sluice's ReplicaSets: the
-// set labelled stable stays stable; a canary set of cur's version holds at
-// the position written on it; a canary of another version is replaced by
-// cur, which runs from the first step; draining sets keep their pods for a
-// whole delay. nil when the cluster holds no stable set of the rollout.
+// set labelled stable stays stable; a set of cur's version marked aborted
+// comes back aborted, its traffic to stable; a canary set of cur's version
+// holds at the position written on it; a canary of another version is
+// replaced by cur, which runs from the first step; draining sets keep
+// their pods for a whole delay. nil when the cluster holds no stable set
+// of the rollout.
 func (d *Daemon) recoverFromCluster(ctx context.Context, commit string, cur *api.Rollout) (*rollout.Recovered, error) {
 	found, err := d.kube.workloads.Recall(ctx, cur.Key)
 	if err != nil || found.Stable.Hash == "" {
@@ -120,6 +123,11 @@ func (d *Daemon) recoverFromCluster(ctx context.Context, commit string, cur *api
 	switch c := found.Canary; {
 	case sameVersion(stable, cur):
 		// cur is the stable version: nothing in flight.
+	case found.Aborted != nil && found.Aborted.Hash == hashOf(cur):
+		ev.Canary, ev.Aborted, ev.Step = cur, true, 0
+		if at := found.Aborted.At; at != nil {
+			ev.Step = at.Step
+		}
 	case c != nil && c.Hash == hashOf(cur) && c.At != nil:
 		ev.Canary, ev.Step, ev.Weight = cur, c.At.Step, c.At.Weight
 	case c != nil && c.Hash == hashOf(cur), found.Draining(hashOf(cur)):
@@ -140,7 +148,13 @@ func (d *Daemon) recoverFromCluster(ctx context.Context, commit string, cur *api
 // scale-down delay has passed, as clients may still route to them.
 func (d *Daemon) drainingSets(ctx context.Context, commit string, cur *api.Rollout, found workload.Found) ([]rollout.Drain, error) {
 	var drains []rollout.Drain
-	for _, s := range found.Old {
+	sets := found.Old
+	if a := found.Aborted; a != nil && !found.Draining(a.Hash) {
+		// The aborted canary's set still has the canary role (its abort
+		// waited for stable pods): it drains too.
+		sets = append(slices.Clone(sets), *a)
+	}
+	for _, s := range sets {
 		if s.Replicas == 0 {
 			continue
 		}

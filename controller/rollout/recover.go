@@ -50,6 +50,11 @@ type Recovered struct {
 	Step   int32          `json:"step"`
 	Weight int32          `json:"weight"`
 	Found  string         `json:"found"`
+	// Aborted: the canary's set carries the abort mark (cluster). The
+	// canary comes back aborted, at Step, with all traffic to stable; its
+	// set, listed in Draining, keeps its pods until the ACK of that and a
+	// whole scale-down delay after it.
+	Aborted bool `json:"aborted,omitempty"`
 	// Draining needs Version, Hash, Replicas and Spec; the machine sets
 	// the delay and the generation.
 	Draining []Drain `json:"draining,omitempty"`
@@ -77,6 +82,9 @@ func (m *machine) recovered(e Recovered) {
 	case e.Canary == nil:
 		m.first(e.Commit, e.Stable)
 		m.alert(AlertStateRecovered, e.Commit, fmt.Sprintf("recovered from %s after a state loss: %s; %s stays stable", sourceText(e.Source), e.Found, e.Stable.Version))
+	case e.Aborted:
+		m.adoptStable(e.Commit, e.Stable)
+		m.resumeAborted(e)
 	case e.Step < 0:
 		m.adoptStable(e.Commit, e.Stable)
 		m.alert(AlertStateRecovered, e.Commit, fmt.Sprintf("recovered from %s after a state loss: %s; %s stays stable and %s runs as a canary from step 1", sourceText(e.Source), e.Found, e.Stable.Version, e.Canary.Version))
@@ -103,7 +111,8 @@ func (m *machine) keepDraining(found []Drain) {
 	}
 	w := m.s.workload()
 	for _, d := range found {
-		if d.Hash == "" || d.Hash == m.s.StableHash || d.Hash == m.s.CanaryHash || hasDrain(m.s.Drains, d.Hash) {
+		served := m.s.canaryServed() && d.Hash == m.s.CanaryHash
+		if d.Hash == "" || d.Hash == m.s.StableHash || served || hasDrain(m.s.Drains, d.Hash) {
 			continue
 		}
 		d.Delay, d.Gen, d.Timer = max(w.ScaleDownDelay, w.AbortScaleDownDelay), gen, nil
@@ -163,6 +172,40 @@ func (m *machine) resumeHeld(e Recovered) {
 	reason := fmt.Sprintf("recovered from %s after a state loss: paused at step %d; promote or abort", sourceText(e.Source), m.s.StepIndex+1)
 	m.s.Hold = &Hold{Kind: HoldRecovered, Reason: reason}
 	m.alert(AlertStateRecovered, e.Commit, fmt.Sprintf("%s; found %s: canary %s at %d%% against stable %s", reason, e.Found, r.Version, m.s.Weights.Canary, m.s.StableVersion))
+}
+
+// resumeAborted puts back a canary whose set carries the abort mark: it
+// stays aborted, at the step it was aborted at, and all traffic goes back
+// to stable (pushed again: clients may still hold the canary's weight of
+// before the abort). Its set drains as keepDraining says: its pods stay
+// until that traffic is ACKed and a whole delay has passed. Retry or a new
+// version lets it go on, as after any abort.
+//
+// A mark found with the canary's weight still on it is an abort that
+// waited for stable pods (dynamicStableScale shrank the stable): as then,
+// the canary keeps that weight until the stable's pods are Ready.
+func (m *machine) resumeAborted(e Recovered) {
+	r := e.Canary
+	m.s.Spec = r
+	m.s.CanaryVersion = r.Version
+	m.s.CanaryHash = specHash(r)
+	m.s.StepIndex = min(max(e.Step, 0), max(m.s.StepCount()-1, 0))
+	m.s.Cursor = CursorEnter
+	m.s.Aborted = true
+	m.s.AbortReason = fmt.Sprintf("aborted before a state loss (recovered from %s)", sourceText(e.Source))
+	m.rescale = true
+	if e.Weight > 0 && m.s.workload().DynamicStableScale {
+		m.s.Weights = api.CanaryWeights(min(e.Weight, 100))
+		if m.await(WaitAbort, 0, m.s.Spec.Replicas, "") {
+			m.pushTraffic() // what the clients hold, until the stable's pods are Ready
+		} else {
+			m.returnToStable()
+		}
+	} else {
+		m.settleTraffic(SettleAbort, nil)
+	}
+	m.alert(AlertStateRecovered, e.Commit, fmt.Sprintf("recovered from %s after a state loss: found %s; canary %s had been aborted: it stays aborted and its traffic goes back to stable %s; retry or push a new version",
+		sourceText(e.Source), e.Found, r.Version, m.s.StableVersion))
 }
 
 // replaySteps applies the traffic of steps 0..last in order and returns

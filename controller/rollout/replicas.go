@@ -151,7 +151,7 @@ func (s State) desiredSets() []WorkloadSet {
 	}
 	sets := []WorkloadSet{{Role: RoleStable, Version: s.StableVersion, Hash: s.StableHash, Replicas: s.stableReplicas(), Spec: stableSpec}}
 	if s.canaryServed() && s.CanaryHash != "" && s.CanaryHash != s.StableHash {
-		sets = append(sets, WorkloadSet{Role: RoleCanary, Version: s.CanaryVersion, Hash: s.CanaryHash, Replicas: s.canaryReplicas(), Spec: s.Spec, At: s.canaryAt()})
+		sets = append(sets, WorkloadSet{Role: RoleCanary, Version: s.CanaryVersion, Hash: s.CanaryHash, Replicas: s.canaryReplicas(), Spec: s.Spec, At: s.canaryAt(), Aborted: s.Aborted})
 	}
 	if h, ok := s.baseline(); ok {
 		sets = append(sets, WorkloadSet{Role: RoleBaseline, Version: s.StableVersion, Hash: h, Replicas: s.baselineReplicas(h), Spec: stableSpec})
@@ -160,9 +160,16 @@ func (s State) desiredSets() []WorkloadSet {
 		// A draining version keeps its pods, and more if the rollout's
 		// replicas grew while clients may still route to it.
 		n := max(d.Replicas, s.replicasFor(s.share(d.Hash)))
-		if !hasHash(sets, d.Hash) && n > 0 {
-			sets = append(sets, WorkloadSet{Role: RoleOld, Version: d.Version, Hash: d.Hash, Replicas: n, Spec: d.Spec})
+		if hasHash(sets, d.Hash) || n == 0 {
+			continue
 		}
+		old := WorkloadSet{Role: RoleOld, Version: d.Version, Hash: d.Hash, Replicas: n, Spec: d.Spec}
+		if s.Aborted && d.Hash == s.CanaryHash {
+			// The aborted canary keeps its mark, and the step it was
+			// aborted at, while it drains.
+			old.At, old.Aborted = s.canaryAt(), true
+		}
+		sets = append(sets, old)
 	}
 	return sets
 }
@@ -170,6 +177,17 @@ func (s State) desiredSets() []WorkloadSet {
 // canaryAt is the canary's position, written on its ReplicaSet.
 func (s State) canaryAt() *Position {
 	return &Position{Step: s.StepIndex, Weight: s.Weights.Canary}
+}
+
+// markedAborted is the hash of the set among sets marked aborted, "" when
+// none.
+func markedAborted(sets []WorkloadSet) string {
+	for _, w := range sets {
+		if w.Aborted {
+			return w.Hash
+		}
+	}
+	return ""
 }
 
 // markedAt is the position on the canary's set among sets, nil when none.
@@ -213,13 +231,21 @@ func (m *machine) flushWorkloads(force bool) {
 		m.s.Marked, changed = at, true
 	}
 	m.prunePods()
+	aborted := markedAborted(sets)
+	newMark := aborted != "" && aborted != m.s.MarkedAborted
+	if aborted != m.s.MarkedAborted {
+		m.s.MarkedAborted, changed = aborted, true
+	}
 	if !changed && !force || m.s.StableHash == "" {
 		return
 	}
 	m.s.WorkloadGen++
-	scale := ScaleWorkloads{Rollout: m.s.Key, Gen: m.s.WorkloadGen, Sets: sets}
+	// An abort's mark goes on the canary's ReplicaSet before the traffic
+	// moves back (and again first after a restart): a state lost after the
+	// move must find it. Anything else follows the Step's SetTraffic.
+	scale := ScaleWorkloads{Rollout: m.s.Key, Gen: m.s.WorkloadGen, Sets: sets, Ahead: aborted != "" && (newMark || force)}
 	at := 0
-	if m.trafficDirty {
+	if m.trafficDirty && !scale.Ahead {
 		at = 1 // after the Step's SetTraffic
 	}
 	m.acts = append(m.acts[:at:at], append([]Action{scale}, m.acts[at:]...)...)

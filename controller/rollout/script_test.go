@@ -312,7 +312,7 @@ func (h *harness) run(line string) ([]string, error) {
 		}
 		ev = c
 	case "recover":
-		// recover STABLE [CANARY] source=git|cluster [step=N weight=W]:
+		// recover STABLE [CANARY] source=git|cluster [step=N weight=W] [aborted=true]:
 		// the daemon found STABLE serving stable traffic (and CANARY).
 		ev, err = recoverEvent(h.specs, words[1:], kv)
 		if err != nil {
@@ -441,10 +441,16 @@ func formatAction(a Action) string {
 	switch a := a.(type) {
 	case ScaleWorkloads:
 		s := fmt.Sprintf("scale-workloads gen=%d", a.Gen)
+		if a.Ahead {
+			s = fmt.Sprintf("scale-workloads-ahead gen=%d", a.Gen)
+		}
 		for _, w := range a.Sets {
 			s += fmt.Sprintf(" %s=%s:%s:%d", w.Role, w.Version, w.Hash, w.Replicas)
 			if w.At != nil {
 				s += fmt.Sprintf("@step%d/%d%%", w.At.Step, w.At.Weight)
+			}
+			if w.Aborted {
+				s += "!aborted"
 			}
 		}
 		return s
@@ -630,6 +636,7 @@ func recoverEvent(specs map[string]*api.Rollout, names []string, kv map[string]s
 			e.Draining = append(e.Draining, Drain{Version: spec.Version, Hash: spec.Workload.PodTemplateHash, Replicas: int32(replicas), Spec: spec})
 		}
 	}
+	e.Aborted = kv["aborted"] == "true"
 	for key, dst := range map[string]*int32{"step": &e.Step, "weight": &e.Weight} {
 		if v, set := kv[key]; set {
 			n, err := strconv.ParseInt(v, 10, 32)

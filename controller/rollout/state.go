@@ -252,6 +252,9 @@ type State struct {
 	// canary's ReplicaSet: a new position is written as soon as it is
 	// reached (WorkloadSet.At).
 	Marked *Position `json:"marked,omitempty"`
+	// MarkedAborted is the hash of the set the last ScaleWorkloads marked
+	// aborted ("" for none): a new mark goes ahead of the traffic.
+	MarkedAborted string `json:"markedAborted,omitempty"`
 }
 
 // Steps are the steps of the spec in force.

@@ -28,6 +28,12 @@ type WorkloadSet struct {
 	// actuator writes it on the ReplicaSet, and after a state loss it
 	// tells how far the canary had got (recover.go).
 	At *Position `json:"at,omitempty"`
+	// Aborted marks the set of a canary an operator or an analysis
+	// aborted: the actuator writes it on the ReplicaSet before the traffic
+	// moves back, so that a state lost meanwhile is recovered as aborted,
+	// never as a canary to resume. A retry or a new version leaves it out
+	// again, which clears it.
+	Aborted bool `json:"aborted,omitempty"`
 }
 
 // Position is a canary's step index and the canary weight of its traffic.
@@ -48,6 +54,10 @@ type ScaleWorkloads struct {
 	Rollout api.Key       `json:"rollout"`
 	Gen     uint64        `json:"gen"`
 	Sets    []WorkloadSet `json:"sets"`
+	// Ahead asks the actuator to apply the sets before it carries out the
+	// actions after this one (an abort's mark must be in the cluster
+	// before the traffic moves back), rather than in the background.
+	Ahead bool `json:"ahead,omitempty"`
 }
 
 func (ScaleWorkloads) isAction() {}

@@ -106,10 +106,17 @@ const (
 	scaleRetryMax = 30 * time.Second
 )
 
+// scaleAheadTimeout bounds how long an Ahead ScaleWorkloads holds up the
+// actions after it: an abort must not wait on an unreachable API server
+// to move traffic back. Past it the apply goes on in the background.
+const scaleAheadTimeout = 5 * time.Second
+
 // scaleWorkloads applies the desired ReplicaSets in the background and
 // retries until it succeeds or a newer ScaleWorkloads of the rollout
 // supersedes it. The machine waits for PodsReady, so a failed apply never
-// moves traffic; it only shows as a wait and in the log.
+// moves traffic; it only shows as a wait and in the log. An Ahead one is
+// first tried here, before the actions after it (an abort's mark before
+// its traffic).
 func (r *Runner) scaleWorkloads(e *entry, a rollout.ScaleWorkloads) {
 	if r.opts.Workloads == nil {
 		r.log.Error("scale workloads: not in Kubernetes mode", "rollout", e.key.String(), "gen", a.Gen)
@@ -117,12 +124,18 @@ func (r *Runner) scaleWorkloads(e *entry, a rollout.ScaleWorkloads) {
 	}
 	if e.scaleCancel != nil {
 		e.scaleCancel()
+		e.scaleCancel = nil
+	}
+	if a.Ahead && r.scaleAhead(a, e.scaleDone) {
+		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	e.scaleCancel = cancel
+	done := make(chan struct{})
+	e.scaleCancel, e.scaleDone = cancel, done
 	r.waits.Add(1)
 	go func() {
 		defer r.waits.Done()
+		defer close(done)
 		defer cancel()
 		wait := scaleRetryMin
 		for {
@@ -143,6 +156,27 @@ func (r *Runner) scaleWorkloads(e *entry, a rollout.ScaleWorkloads) {
 			wait = min(2*wait, scaleRetryMax)
 		}
 	}()
+}
+
+// scaleAhead applies a at once, within scaleAheadTimeout, and reports
+// whether it succeeded. It first lets the superseded apply (closing
+// prior) stop: one still in flight could land after a and take its mark
+// off again.
+func (r *Runner) scaleAhead(a rollout.ScaleWorkloads, prior <-chan struct{}) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), scaleAheadTimeout)
+	defer cancel()
+	if prior != nil {
+		select {
+		case <-prior:
+		case <-ctx.Done():
+		}
+	}
+	if err := r.opts.Workloads.Scale(ctx, a); err != nil {
+		r.log.Warn("scale workloads ahead of traffic failed; the traffic moves anyway and the apply is retried", "rollout", a.Rollout.String(), "gen", a.Gen, "err", err)
+		return false
+	}
+	r.opts.Workloads.Resend(a.Rollout)
+	return true
 }
 
 // startTimer arms (or re-arms) a timer whose firing comes back as an

@@ -7,7 +7,9 @@
 // alerts it produced) through Store, then carries out the actions: traffic
 // through Traffic (whose ACK, NACK or ACK timeout comes back as an event),
 // analysis runs through Analyzer (results come back as events), timers
-// with time.AfterFunc (firing comes back as an event) and alerts through
+// with time.AfterFunc (firing comes back as an event), ReplicaSets through
+// Workloads in the background (an Ahead one, an abort's mark, is applied
+// before the actions after it, for up to 5 s) and alerts through
 // Alerter's durable outbox. A crash between persisting and acting loses
 // nothing: on Start the runner replays the stored alerts (deduplicated by
 // id downstream) and feeds rollout.Restart to every stored rollout, which

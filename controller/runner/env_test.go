@@ -232,6 +232,7 @@ type envOptions struct {
 	analyzer   Analyzer // replaces the recording double
 	limits     Limits
 	tracing    *tracing.Provider
+	workloads  Workloads
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -260,7 +261,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		defer close(e.dispDone)
 		_ = disp.Run(ctx)
 	}()
-	opts := Options{Store: st, Traffic: e.traffic, Alerter: disp, AckTimeout: o.ackTimeout, Now: o.now, Limits: o.limits, Tracing: o.tracing}
+	opts := Options{Store: st, Traffic: e.traffic, Alerter: disp, AckTimeout: o.ackTimeout, Now: o.now, Limits: o.limits, Tracing: o.tracing, Workloads: o.workloads}
 	if o.storeWrap != nil {
 		opts.Store = o.storeWrap(st)
 	}

@@ -23,8 +23,10 @@ type entry struct {
 	deadlines map[string]time.Time
 	runs      map[string]*analysisRun
 	ackCancel context.CancelFunc
-	// scaleCancel stops the retries of the latest ScaleWorkloads.
+	// scaleCancel stops the retries of the latest ScaleWorkloads;
+	// scaleDone is closed once they have stopped.
 	scaleCancel context.CancelFunc
+	scaleDone   chan struct{}
 	// saveFailures counts consecutive failed saves, for the retry back-off.
 	saveFailures int
 	// step is the span of the canary step running now (trace.go).

@@ -33,6 +33,11 @@ const (
 	// moves: after a state loss they tell how far it had got (recall.go).
 	AnnotationStep   = "sluice.io/step"
 	AnnotationWeight = "sluice.io/canary-weight"
+	// AnnotationAborted ("true") marks the set of an aborted canary,
+	// written before the traffic moves back and kept while it drains (and
+	// once it is inactive): after a state loss the canary is recovered as
+	// aborted, never resumed. A retry or a new version clears it.
+	AnnotationAborted = "sluice.io/aborted"
 )
 
 // SchedulerName is the pods' schedulerName when Options.SchedulePods is

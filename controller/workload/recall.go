@@ -24,6 +24,11 @@ type Found struct {
 	// Old are the sets still draining (role old): a former stable, or an
 	// aborted canary.
 	Old []FoundSet
+	// Aborted is the newest set carrying the abort mark, when it is newer
+	// than the stable set (the canary, draining or scaled down after an
+	// abort): that canary was aborted. An older mark is from before the
+	// stable was written (a version pushed again since) and does not count.
+	Aborted *FoundSet
 	// Sets names every ReplicaSet read, for the recovery's message.
 	Sets []string
 }
@@ -43,6 +48,8 @@ type FoundSet struct {
 	// At is the canary's position (canary sets only); nil when the
 	// annotations are missing or unreadable.
 	At *rollout.Position
+	// Aborted: the set carries the abort mark (AnnotationAborted).
+	Aborted bool
 }
 
 // Recall reads the rollout's ReplicaSets from the API (not the caches:
@@ -58,7 +65,7 @@ func (m *Manager) Recall(ctx context.Context, key api.Key) (Found, error) {
 		return Found{}, fmt.Errorf("recall %s: list replicasets: %w", key, err)
 	}
 	var f Found
-	var stable, canary *revisioned
+	var stable, canary, aborted *revisioned
 	var old []revisioned
 	for i := range list.Items {
 		rs := &list.Items[i]
@@ -68,6 +75,9 @@ func (m *Manager) Recall(ctx context.Context, key api.Key) (Found, error) {
 		set, role, rev := foundSet(rs)
 		f.Sets = append(f.Sets, fmt.Sprintf("%s (%s)", rs.Name, role))
 		this := revisioned{set, rev}
+		if set.Aborted && (aborted == nil || rev > aborted.rev) {
+			aborted = &this
+		}
 		switch role {
 		case string(rollout.RoleStable):
 			stable, old = newest(stable, this, old)
@@ -79,6 +89,9 @@ func (m *Manager) Recall(ctx context.Context, key api.Key) (Found, error) {
 	}
 	if stable != nil {
 		f.Stable = stable.set
+		if aborted != nil && aborted.rev > stable.rev {
+			f.Aborted = &aborted.set
+		}
 	}
 	if canary != nil {
 		f.Canary = &canary.set
@@ -133,6 +146,7 @@ func foundSet(rs *appsv1.ReplicaSet) (FoundSet, string, int64) {
 	if errStep == nil && errWeight == nil && step >= 0 && weight >= 0 && weight <= 100 {
 		set.At = &rollout.Position{Step: int32(step), Weight: int32(weight)}
 	}
+	set.Aborted = a[AnnotationAborted] == "true"
 	return set, a[AnnotationRole], rev
 }
 
@@ -154,6 +168,12 @@ func (f Found) String() string {
 	s := "ReplicaSets " + strings.Join(f.Sets, ", ")
 	if c := f.Canary; c != nil && c.At != nil {
 		s += fmt.Sprintf("; canary %s at step %d, %d%%", c.Name, c.At.Step+1, c.At.Weight)
+	}
+	if a := f.Aborted; a != nil {
+		s += fmt.Sprintf("; %s marked aborted", a.Name)
+		if a.At != nil {
+			s += fmt.Sprintf(" at step %d", a.At.Step+1)
+		}
 	}
 	return s
 }

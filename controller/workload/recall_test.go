@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/rollout"
 )
 
@@ -124,4 +126,80 @@ func TestPromotionWritesTheNewStableFirst(t *testing.T) {
 	if f.Stable.Hash != "h2" || !f.Draining("h1") || len(f.Old) != 1 || f.Old[0].Replicas != 2 {
 		t.Fatalf("two sets claiming stable read as %+v; want h2 stable and h1 draining with its 2 replicas", f)
 	}
+}
+
+// TestRecallReadsTheAbortMark: on a real apiserver, the abort mark Scale
+// writes on an aborted canary's set is read back while the set drains and
+// once it is scaled down (a state lost then must not resume the canary); a
+// retry, which applies the set without the mark, takes it off; a mark from
+// before the stable set was written (a later version promoted) does not
+// count.
+func TestRecallReadsTheAbortMark(t *testing.T) {
+	e := newEnv(t)
+	key := e.key("ab")
+	v1 := testRollout(e.ns, "ab", "shop/ab:v1", 2, 8080, nil)
+	v2 := testRollout(e.ns, "ab", "shop/ab:v2", 2, 8080, nil)
+	v3 := testRollout(e.ns, "ab", "shop/ab:v3", 2, 8080, nil)
+	stable := set(rollout.RoleStable, "h1", 2, v1)
+	canary := func(role rollout.WorkloadRole, hash string, spec *api.Rollout, weight int32, aborted bool) rollout.WorkloadSet {
+		s := set(role, hash, 1, spec)
+		s.At, s.Aborted = &rollout.Position{Step: 3, Weight: weight}, aborted
+		return s
+	}
+	recall := func() Found {
+		t.Helper()
+		f, err := e.m.Recall(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	wantAborted := func(when, hash string) {
+		t.Helper()
+		f := recall()
+		switch {
+		case hash == "" && f.Aborted != nil:
+			t.Fatalf("%s: %s read as aborted (%+v)", when, f.Aborted.Name, f)
+		case hash != "" && (f.Aborted == nil || f.Aborted.Hash != hash || !reflect.DeepEqual(f.Aborted.At, &rollout.Position{Step: 3, Weight: 0})):
+			t.Fatalf("%s: aborted set %+v, want %s aborted at step 4 (%s)", when, f.Aborted, hash, f)
+		}
+	}
+
+	e.scale(key, stable, canary(rollout.RoleCanary, "h2", v2, 50, false))
+	wantAborted("canary at 50 %", "")
+
+	// The abort: the canary's set turns old and carries the mark.
+	e.scale(key, stable, canary(rollout.RoleOld, "h2", v2, 0, true))
+	if got := e.getRS("ab-h2").Annotations[AnnotationAborted]; got != "true" {
+		t.Fatalf("aborted canary's set: %s=%q, want \"true\"", AnnotationAborted, got)
+	}
+	wantAborted("draining after the abort", "h2")
+	if f := recall(); !f.Draining("h2") || !strings.Contains(f.String(), "ab-h2 marked aborted at step 4") {
+		t.Fatalf("after the abort: draining %v, found %q", f.Draining("h2"), f)
+	}
+
+	// The drain ends: the set is scaled down and keeps its mark.
+	e.scale(key, stable)
+	if rs := e.getRS("ab-h2"); *rs.Spec.Replicas != 0 || rs.Annotations[AnnotationRole] != RoleInactive {
+		t.Fatalf("after the drain: %d replicas, role %q", *rs.Spec.Replicas, rs.Annotations[AnnotationRole])
+	}
+	wantAborted("scaled down after the abort", "h2")
+
+	// Retry: the canary is applied again without the mark.
+	e.scale(key, stable, canary(rollout.RoleCanary, "h2", v2, 0, false))
+	if rs := e.getRS("ab-h2"); rs.Annotations[AnnotationAborted] != "" {
+		t.Fatalf("after a retry the set keeps %s=%q", AnnotationAborted, rs.Annotations[AnnotationAborted])
+	}
+	wantAborted("after a retry", "")
+
+	// Aborted again, then v3 is pushed and promoted: v2's old mark is
+	// from before v3's stable set, and does not count.
+	e.scale(key, stable, canary(rollout.RoleOld, "h2", v2, 0, true))
+	e.scale(key, stable)
+	e.scale(key, stable, canary(rollout.RoleCanary, "h3", v3, 50, false))
+	e.scale(key, set(rollout.RoleStable, "h3", 2, v3), set(rollout.RoleOld, "h1", 2, v1))
+	if rs := e.getRS("ab-h2"); rs.Annotations[AnnotationAborted] != "true" {
+		t.Fatalf("v2's set lost its mark (%v): the revision rule below is not exercised", rs.Annotations)
+	}
+	wantAborted("after v3 was promoted", "")
 }

@@ -70,7 +70,7 @@ func replicaSetApplyBeside(namespace, rolloutName string, step applyStep, schedu
 }
 
 // setAnnotations are the ReplicaSet's annotations: version, revision,
-// role and, on the canary's, its position.
+// role and, on the canary's, its position and whether it was aborted.
 func setAnnotations(s rollout.WorkloadSet, revision int64) map[string]string {
 	a := map[string]string{
 		AnnotationVersion:  s.Version,
@@ -80,6 +80,9 @@ func setAnnotations(s rollout.WorkloadSet, revision int64) map[string]string {
 	if s.At != nil {
 		a[AnnotationStep] = strconv.Itoa(int(s.At.Step))
 		a[AnnotationWeight] = strconv.Itoa(int(s.At.Weight))
+	}
+	if s.Aborted {
+		a[AnnotationAborted] = "true"
 	}
 	return a
 }
