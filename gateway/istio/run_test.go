@@ -71,9 +71,17 @@ func TestRunReappliesForeignEdit(t *testing.T) {
 		}
 		return false, fmt.Sprint(seen)
 	})
+	// OnDrift runs after the re-apply that records the Event returns: wait
+	// for it rather than read it at once.
+	want := "VirtualService " + r.ns + "/checkout"
+	kubetest.Eventually(t, 30*time.Second, "OnDrift told of "+want, func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(reported) > 0, fmt.Sprint(reported)
+	})
 	mu.Lock()
 	defer mu.Unlock()
-	if want := "VirtualService " + r.ns + "/checkout"; len(reported) != 1 || reported[0] != want {
+	if len(reported) != 1 || reported[0] != want {
 		t.Errorf("OnDrift got %v, want [%s]", reported, want)
 	}
 }
