@@ -5,7 +5,7 @@
 # beside the test control plane as the real Istio and Gateway API
 # implementation; product code never imports it. The module proxy serves
 # istio.io/istio only as pseudo-versions: this one is the one
-# ../shared/istio/README.md checked. Also copies the CRDs the tests install
+# checked to build from the module proxy. Also copies the CRDs the tests install
 # (Istio's crd-all.gen.yaml) beside the binary. Cold: ~25 min on a loaded
 # 2-core machine (11.5 min of CPU), ~3 GB build cache; seconds when cached.
 set -euo pipefail

@@ -24,7 +24,7 @@ import (
 )
 
 // IstiodVersion is the istio.io/istio pseudo-version hack/istiod.sh builds
-// (the one ../shared/istio/README.md checked); keep the two in step.
+// (a version checked to build from the module proxy); keep the two in step.
 const IstiodVersion = "v0.0.0-20260827124520-eed52ebb66ad"
 
 // IstiodDir is where hack/istiod.sh puts pilot-discovery and Istio's CRDs:
@@ -144,7 +144,7 @@ func startIstiod(c *Cluster) (*Istiod, error) {
 		"--monitoringAddr", addr(ports[3]), "--httpsAddr", addr(ports[4]), "--ctrlz_port", "0")
 	// The three variables only remove side effects (CA secrets and
 	// ConfigMaps in every namespace, gateway Deployments, a Lease that
-	// outlives a SIGKILL); see ../shared/istio/README.md.
+	// outlives a SIGKILL).
 	cmd.Env = append(os.Environ(), "ENABLE_CA_SERVER=false",
 		"PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER=false", "ENABLE_LEADER_ELECTION=false")
 	cmd.Stdout, cmd.Stderr = logf, logf
