@@ -346,7 +346,7 @@ func observedSplit(t *testing.T, clients *meshClients, stable, canary string, p 
 //
 // A GRPCRoute rather than an HTTPRoute because the backends are gRPC:
 // istiod gives a GRPCRoute's rules to proxyless gRPC clients, as it does
-// an HTTPRoute's (../shared/istio/README.md saw both).
+// an HTTPRoute's (both were seen reaching proxyless clients).
 //
 // Last, a missing backend: a second rollout's route names a canary
 // Service that does not exist where the route resolves it; istiod reports
