@@ -76,7 +76,11 @@ func (c *checker) templateRefs(set *Set, r *Rollout, invalid map[templateID]bool
 	}
 	for i, s := range r.Steps {
 		if s.Analysis != nil {
-			c.analysisRefs(set, r, c.stepPaths[i]+".analysis", s.Analysis, invalid)
+			path, ok := c.analysisPaths[i]
+			if !ok {
+				path = c.stepPaths[i] + ".analysis"
+			}
+			c.analysisRefs(set, r, path, s.Analysis, invalid)
 		}
 	}
 }

@@ -108,7 +108,7 @@ func (c *checker) canaryRules(ro *v1alpha1.Rollout) {
 	if tr != nil && tr.MaxTrafficWeight != nil && tr.Nginx == nil && len(tr.Plugins) == 0 {
 		c.argoRejectsf(routingPath+".maxTrafficWeight", "only nginx and plugin traffic routers take maxTrafficWeight")
 	}
-	c.antiAffinity(canary.AntiAffinity)
+	c.antiAffinity(canaryPath, canary.AntiAffinity)
 }
 
 func (c *checker) pingPong(canary *v1alpha1.CanaryStrategy) {
@@ -144,16 +144,16 @@ func needsServices(tr *v1alpha1.RolloutTrafficRouting, pingPong bool) bool {
 		tr.SMI != nil || tr.Apisix != nil || tr.Ambassador != nil || tr.Nginx != nil || tr.AppMesh != nil || tr.Traefik != nil
 }
 
-func (c *checker) antiAffinity(a *v1alpha1.AntiAffinity) {
+func (c *checker) antiAffinity(strategyPath string, a *v1alpha1.AntiAffinity) {
 	if a == nil {
 		return
 	}
 	preferred, required := a.PreferredDuringSchedulingIgnoredDuringExecution, a.RequiredDuringSchedulingIgnoredDuringExecution
 	if (preferred == nil) == (required == nil) {
-		c.argoRejectsf(canaryPath+".antiAffinity", "exactly one of preferredDuringSchedulingIgnoredDuringExecution and requiredDuringSchedulingIgnoredDuringExecution is required")
+		c.argoRejectsf(strategyPath+".antiAffinity", "exactly one of preferredDuringSchedulingIgnoredDuringExecution and requiredDuringSchedulingIgnoredDuringExecution is required")
 	}
 	if preferred != nil && (preferred.Weight < 1 || preferred.Weight > 100) {
-		c.argoRejectsf(canaryPath+".antiAffinity.weight", "must be between 1 and 100, got %d", preferred.Weight)
+		c.argoRejectsf(strategyPath+".antiAffinity.weight", "must be between 1 and 100, got %d", preferred.Weight)
 	}
 }
 

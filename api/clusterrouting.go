@@ -13,10 +13,15 @@ const GatewayAPIPluginName = "argoproj-labs/gatewayAPI"
 // rollout's stable and canary Services, whose selectors sluice pins to
 // each side's pod-template hash.
 type ClusterRouting struct {
-	StableService string             `json:"stableService"`
-	CanaryService string             `json:"canaryService"`
-	GatewayAPI    *GatewayAPIRouting `json:"gatewayAPI,omitempty"`
-	Istio         *IstioRouting      `json:"istio,omitempty"`
+	StableService string `json:"stableService"`
+	CanaryService string `json:"canaryService"`
+	// ActiveService and PreviewService are a blue-green rollout's
+	// Services: sluice's service router pins the active one to the
+	// version that has the traffic and the preview one to the new version.
+	ActiveService  string             `json:"activeService,omitempty"`
+	PreviewService string             `json:"previewService,omitempty"`
+	GatewayAPI     *GatewayAPIRouting `json:"gatewayAPI,omitempty"`
+	Istio          *IstioRouting      `json:"istio,omitempty"`
 }
 
 // GatewayAPIRouting is trafficRouting.plugins["argoproj-labs/gatewayAPI"].

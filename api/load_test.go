@@ -55,8 +55,8 @@ func TestValidCorpus(t *testing.T) {
 	if set.Diagnostics.HasErrors() {
 		t.Fatalf("unexpected errors:\n%s", diagnosticText(set.Diagnostics.Errors()))
 	}
-	if len(set.Rollouts) != 3 || len(set.Templates) != 3 {
-		t.Fatalf("got %d rollouts, %d templates; want 3 and 3", len(set.Rollouts), len(set.Templates))
+	if len(set.Rollouts) != 4 || len(set.Templates) != 3 {
+		t.Fatalf("got %d rollouts, %d templates; want 4 and 3", len(set.Rollouts), len(set.Templates))
 	}
 	model := struct {
 		Rollouts    []*Rollout
@@ -86,11 +86,10 @@ func TestValidCorpus(t *testing.T) {
 
 // TestArgoStyleManifests: canary manifests in the shapes Argo Rollouts
 // publishes load (with warnings for routers and providers sluice lacks);
-// blue-green, experiment and step-plugin manifests are rejected.
+// blue-green loads too; experiment and step-plugin manifests are rejected.
 func TestArgoStyleManifests(t *testing.T) {
 	files, _ := filepath.Glob("testdata/argo/*.yaml")
 	want := map[string]string{
-		"bluegreen-rejected.yaml":   "blue-green strategy is not supported",
 		"experiment-rejected.yaml":  "experiment steps are not supported",
 		"step-plugin-rejected.yaml": "step plugins are not supported",
 	}

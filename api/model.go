@@ -68,6 +68,10 @@ type Rollout struct {
 	Version  string            `json:"version"`
 	Replicas int32             `json:"replicas"`
 	Labels   map[string]string `json:"labels,omitempty"`
+	// Strategy is StrategyBlueGreen or empty (a canary). A blue-green
+	// rollout's Steps are its step program (bluegreen.go): the same
+	// machine runs both.
+	Strategy Strategy `json:"strategy,omitempty"`
 	// Steps are the canary steps in order; empty means promote at once.
 	Steps []Step `json:"steps"`
 	// Background is the optional analysis that runs for the whole canary.
@@ -96,6 +100,16 @@ func (r *Rollout) MaxUnapprovedWeightJump() int32 {
 	}
 	return DefaultMaxUnapprovedWeightJump
 }
+
+// Strategy names how a rollout moves traffic to a new version.
+type Strategy string
+
+// StrategyBlueGreen marks a blue-green rollout. A canary's Strategy is
+// empty, so that rollouts persisted before blue-green diff unchanged.
+const StrategyBlueGreen Strategy = "blueGreen"
+
+// IsBlueGreen reports whether the rollout is blue-green.
+func (r *Rollout) IsBlueGreen() bool { return r.Strategy == StrategyBlueGreen }
 
 // StepKind names a canary step type.
 type StepKind string
@@ -129,6 +143,9 @@ type Step struct {
 	HeaderRoute *HeaderRoute `json:"setHeaderRoute,omitempty"`
 	MirrorRoute *MirrorRoute `json:"setMirrorRoute,omitempty"`
 	CanaryScale *CanaryScale `json:"setCanaryScale,omitempty"`
+	// Phase names the part of a blue-green program the step is (preview,
+	// prePromotionAnalysis, ...); empty for a canary's own steps.
+	Phase string `json:"phase,omitempty"`
 }
 
 // String is a short human description, e.g. "setWeight 10" or "pause 30s";
@@ -160,7 +177,10 @@ func (s Step) String() string {
 		parts = append(parts, "setCanaryScale")
 	}
 	if len(parts) == 0 {
-		return string(s.Kind)
+		parts = append(parts, string(s.Kind))
+	}
+	if s.Phase != "" {
+		return s.Phase + ": " + strings.Join(parts, ", ")
 	}
 	return strings.Join(parts, ", ")
 }
@@ -278,7 +298,12 @@ type CanaryScale struct {
 // XDSConfig is the trafficRouting.plugins["sluice.io/xds"] block.
 type XDSConfig struct {
 	// Host is the virtual host domain and the gRPC target xds:///Host.
+	// For a blue-green rollout it is the active host.
 	Host string `json:"host"`
+	// PreviewHost (blue-green only) routes every request to the new
+	// version while it waits for promotion, and to the active version
+	// otherwise.
+	PreviewHost string `json:"previewHost,omitempty"`
 	// Endpoints maps a version (image) to its addresses (host:port).
 	Endpoints       map[string][]string `json:"endpoints,omitempty"`
 	SessionAffinity *SessionAffinity    `json:"sessionAffinity,omitempty"`

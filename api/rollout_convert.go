@@ -19,6 +19,10 @@ type checker struct {
 	// stepPaths[i] is the field path of the rollout's Steps[i]: invalid
 	// steps are left out of Steps, so indexes can differ from the file's.
 	stepPaths []string
+	// analysisPaths[i], when set, is the field path of Steps[i]'s
+	// analysis (a blue-green program's; a canary step's is
+	// stepPaths[i]+".analysis").
+	analysisPaths map[int]string
 	// mode is where the rollout runs: it decides where endpoints come from.
 	mode Mode
 }
@@ -63,6 +67,11 @@ func convertRollout(rd *rolloutDoc, mode Mode) (*Rollout, *checker) {
 		r.Replicas = *ro.Spec.Replicas
 	}
 	r.Version = c.version(ro)
+	if ro.Spec.Strategy.BlueGreen != nil && ro.Spec.Strategy.Canary == nil {
+		c.argoSpecRules(ro)
+		c.blueGreen(r, ro)
+		return r, c
+	}
 	canary := c.strategy(ro)
 	if canary == nil {
 		return r, c
@@ -112,11 +121,11 @@ func (c *checker) version(ro *v1alpha1.Rollout) string {
 func (c *checker) strategy(ro *v1alpha1.Rollout) *v1alpha1.CanaryStrategy {
 	st := ro.Spec.Strategy
 	if st.BlueGreen != nil {
-		c.cannotRunf("spec.strategy.blueGreen", "blue-green strategy is not supported: it switches between a preview and an active Service, and sluice routes by weight only (use spec.strategy.canary)")
+		c.errorf("spec.strategy", "only one of canary and blueGreen may be set")
 		return nil
 	}
 	if st.Canary == nil {
-		c.errorf("spec.strategy", "a canary strategy is required (spec.strategy.canary)")
+		c.errorf("spec.strategy", "a strategy is required (spec.strategy.canary or spec.strategy.blueGreen)")
 		return nil
 	}
 	return st.Canary

@@ -21,6 +21,8 @@ type xdsConfigDoc struct {
 		PinStable json.RawMessage `json:"pinStable"`
 	} `json:"sessionAffinity"`
 	MaxUnapprovedWeightJump *int32 `json:"maxUnapprovedWeightJump"`
+	// PreviewHost is for blue-green rollouts only (see bluegreen.go).
+	PreviewHost string `json:"previewHost"`
 }
 
 // trafficRouting reads managedRoutes, the sluice.io/xds plugin and (in
@@ -68,27 +70,28 @@ func (c *checker) trafficRouting(r *Rollout, canary *v1alpha1.CanaryStrategy) {
 		c.errorf(xdsPath, "cannot read plugin config: %v", err)
 		return
 	}
-	r.XDS = c.xdsConfig(doc, r.Version)
+	if doc.PreviewHost != "" {
+		c.errorf(xdsPath+".previewHost", "only for blue-green rollouts (spec.strategy.blueGreen): a canary's one host carries both versions by weight")
+	}
+	r.XDS = c.xdsConfig(xdsPath, doc, r.Version)
 }
 
-func (c *checker) xdsConfig(doc xdsConfigDoc, version string) *XDSConfig {
+// xdsConfig checks and converts a sluice.io/xds block found at path.
+func (c *checker) xdsConfig(path string, doc xdsConfigDoc, version string) *XDSConfig {
 	cfg := &XDSConfig{Host: doc.Host, Endpoints: doc.Endpoints}
-	switch {
-	case doc.Host == "":
-		c.errorf(xdsPath+".host", "required: the virtual host and gRPC target (xds:///<host>)")
-	default:
-		if errs := validation.IsDNS1123Subdomain(doc.Host); len(errs) > 0 {
-			c.errorf(xdsPath+".host", "%q is not a valid DNS name (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit)", doc.Host)
-		}
+	if doc.Host == "" {
+		c.errorf(path+".host", "required: the virtual host and gRPC target (xds:///<host>)")
+	} else {
+		checkHostName(c, path+".host", doc.Host)
 	}
 	if c.mode == ModeKubernetes {
 		if len(doc.Endpoints) > 0 {
-			c.errorf(xdsPath+".endpoints", "not allowed in Kubernetes mode: each version's endpoints come from the cluster (its Ready pods, or the EndpointSlices of canaryService/stableService)")
+			c.errorf(path+".endpoints", "not allowed in Kubernetes mode: each version's endpoints come from the cluster (its Ready pods, or the EndpointSlices of canaryService/stableService)")
 		}
-		return c.xdsOptions(cfg, doc)
+		return c.xdsOptions(path, cfg, doc)
 	}
 	for v, addrs := range doc.Endpoints {
-		p := childPath(xdsPath+".endpoints", v)
+		p := childPath(path+".endpoints", v)
 		if len(addrs) == 0 {
 			c.errorf(p, "at least one address is required")
 		}
@@ -100,16 +103,16 @@ func (c *checker) xdsConfig(doc xdsConfigDoc, version string) *XDSConfig {
 	}
 	if version != "" {
 		if _, ok := doc.Endpoints[version]; !ok {
-			c.errorf(xdsPath+".endpoints", "no endpoints for the current version %q", version)
+			c.errorf(path+".endpoints", "no endpoints for the current version %q", version)
 		}
 	}
-	return c.xdsOptions(cfg, doc)
+	return c.xdsOptions(path, cfg, doc)
 }
 
 // xdsOptions checks and converts the plugin fields both modes share.
-func (c *checker) xdsOptions(cfg *XDSConfig, doc xdsConfigDoc) *XDSConfig {
+func (c *checker) xdsOptions(path string, cfg *XDSConfig, doc xdsConfigDoc) *XDSConfig {
 	if sa := doc.SessionAffinity; sa != nil {
-		p := xdsPath + ".sessionAffinity"
+		p := path + ".sessionAffinity"
 		if !cookieName.MatchString(sa.CookieName) {
 			c.errorf(p+".cookieName", "required: a valid cookie name, got %q", sa.CookieName)
 		}
@@ -125,11 +128,18 @@ func (c *checker) xdsOptions(cfg *XDSConfig, doc xdsConfigDoc) *XDSConfig {
 	}
 	if j := doc.MaxUnapprovedWeightJump; j != nil {
 		if *j < 1 || *j > 100 {
-			c.errorf(xdsPath+".maxUnapprovedWeightJump", "must be between 1 and 100, got %d", *j)
+			c.errorf(path+".maxUnapprovedWeightJump", "must be between 1 and 100, got %d", *j)
 		}
 		cfg.MaxUnapprovedWeightJump = *j
 	}
 	return cfg
+}
+
+// checkHostName reports a host that is not a DNS name.
+func checkHostName(c *checker, path, host string) {
+	if errs := validation.IsDNS1123Subdomain(host); len(errs) > 0 {
+		c.errorf(path, "%q is not a valid DNS name (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit)", host)
+	}
 }
 
 // checkAddress returns why a is not a usable host:port, or "".

@@ -41,6 +41,8 @@ func CanaryWeights(c int32) Weights { return Weights{Stable: 100 - c, Canary: c}
 type Traffic struct {
 	Rollout Key    `json:"rollout"`
 	Host    string `json:"host"`
+	// PreviewHost (blue-green) sends all its requests to the canary side.
+	PreviewHost string `json:"previewHost,omitempty"`
 	// StableVersion and CanaryVersion are the versions behind each side;
 	// with no canary in flight both are the stable version.
 	StableVersion string `json:"stableVersion"`

@@ -230,7 +230,8 @@ func analysisOf(names string) *api.Analysis {
 	return a
 }
 
-// specOf builds a rollout from `version=V steps="..." bg=tmpl@N host=H`.
+// specOf builds a rollout from `version=V steps="..." bg=tmpl@N host=H
+// preview=P`.
 func specOf(kv map[string]string) (*api.Rollout, error) {
 	steps, err := parseSteps(kv["steps"])
 	if err != nil {
@@ -255,6 +256,11 @@ func specOf(kv map[string]string) (*api.Rollout, error) {
 			return nil, fmt.Errorf("replicas: %w", err)
 		}
 		r.Replicas = int32(n)
+	}
+	if preview := kv["preview"]; preview != "" {
+		// A blue-green rollout: steps= is its compiled program (see
+		// api/bluegreen.go), preview= its preview host.
+		r.Strategy, r.XDS.PreviewHost = api.StrategyBlueGreen, preview
 	}
 	if bg := kv["bg"]; bg != "" {
 		names, start, _ := strings.Cut(bg, "@")
@@ -457,6 +463,9 @@ func formatAction(a Action) string {
 	case SetTraffic:
 		t := a.Traffic
 		s := fmt.Sprintf("set-traffic gen=%d stable=%s:%d canary=%s:%d", a.Gen, t.StableVersion, t.Weights.Stable, t.CanaryVersion, t.Weights.Canary)
+		if t.PreviewHost != "" {
+			s += " preview->" + t.CanaryVersion
+		}
 		if t.BaselineWorkload != "" {
 			s += fmt.Sprintf(" baseline=%s:%d", t.BaselineVersion, t.Weights.Baseline)
 		}

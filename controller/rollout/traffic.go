@@ -30,7 +30,7 @@ func (s State) Traffic() api.Traffic {
 		return t
 	}
 	x := s.Spec.XDS
-	t.Host = x.Host
+	t.Host, t.PreviewHost = x.Host, x.PreviewHost
 	t.StableEndpoints = cloneSlice(x.Endpoints[t.StableVersion])
 	t.CanaryEndpoints = cloneSlice(x.Endpoints[t.CanaryVersion])
 	if x.SessionAffinity != nil && t.Weights.Canary > 0 {
