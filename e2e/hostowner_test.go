@@ -71,7 +71,7 @@ func TestHostOwnerAcrossRestarts(t *testing.T) {
 	for i := 0; ; i++ {
 		d.waitStatus("attacker/web", 60*time.Second, "host refusal", refused)
 		d.waitStatus("default/web", 60*time.Second, "Healthy", healthy)
-		split := clientsAnswer(t, d.xdsAddr, 300)
+		split := clientsAnswer(t, d.xdsAddr, "web.e2e", 300)
 		if split["evil:v1"].Total() > 0 || split["web:v1"].OK == 0 {
 			t.Fatalf("after %d restarts: the xDS clients were answered %v; want web:v1 (default/web, the owner) only", i, split)
 		}
@@ -83,11 +83,11 @@ func TestHostOwnerAcrossRestarts(t *testing.T) {
 	}
 }
 
-// clientsAnswer runs real gRPC xDS clients against xdsAddr until they
-// have n answers and returns who answered.
-func clientsAnswer(t *testing.T, xdsAddr string, n int) probe.Split {
+// clientsAnswer runs real gRPC xDS clients of host against xdsAddr until
+// they have n answers and returns who answered.
+func clientsAnswer(t *testing.T, xdsAddr, host string, n int) probe.Split {
 	t.Helper()
-	lg, err := probe.NewLoadGen(probe.LoadOptions{XDSServer: xdsAddr, Host: "web.e2e", Clients: 2, Rate: 300, Window: time.Hour})
+	lg, err := probe.NewLoadGen(probe.LoadOptions{XDSServer: xdsAddr, Host: host, Clients: 2, Rate: 300, Window: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

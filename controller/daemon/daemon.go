@@ -171,6 +171,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 	if o.WrapGateway != nil {
 		xds = o.WrapGateway(xds)
 	}
+	xds = previewTraffic{next: xds}
 	traffic := xds
 	var workloads runner.Workloads
 	if o.Kubernetes {
