@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/gateway"
 	"github.com/sluice-dev/sluice/gateway/gatewayapi"
 	"github.com/sluice-dev/sluice/gateway/istio"
+	"github.com/sluice-dev/sluice/gateway/kubeservice"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 )
 
@@ -103,7 +104,8 @@ func newKubeParts(o Options, next runner.Traffic, reg *prometheus.Registry, log 
 	if k.mesh, err = istio.New(istio.RouterOptions{Client: dyn, Events: client, Logger: log, IstiodXDS: o.IstioXDSAddr}); err != nil {
 		return nil, err
 	}
-	k.routed = &routedTraffic{xds: k.traffic, routers: []gateway.ClusterRouter{k.gateway, k.mesh}, applyTimeout: o.AckTimeout, log: log}
+	services := kubeservice.New(client, log)
+	k.routed = &routedTraffic{xds: k.traffic, routers: []gateway.ClusterRouter{k.gateway, k.mesh, services}, applyTimeout: o.AckTimeout, log: log}
 	if o.SchedulePods {
 		if k.binder, err = kube.New(kube.Options{Client: client, SchedulerName: workload.SchedulerName, Namespaces: o.WatchNamespaces, Metrics: reg, Logger: log}); err != nil {
 			return nil, fmt.Errorf("pod binder: %w", err)
