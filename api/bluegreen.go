@@ -44,9 +44,16 @@ const (
 // trafficRouting to put it in.
 const XDSAnnotation = "sluice.io/xds"
 
+// RoutingAnnotation holds a blue-green rollout's cluster routers: an Argo
+// trafficRouting block (YAML) with plugins["argoproj-labs/gatewayAPI"]
+// and/or istio, whose stable and canary Services are activeService and
+// previewService. The switch is then a weight flip on the managed route.
+const RoutingAnnotation = "sluice.io/traffic-routing"
+
 const (
-	blueGreenPath     = "spec.strategy.blueGreen"
-	xdsAnnotationPath = "metadata.annotations[" + XDSAnnotation + "]"
+	blueGreenPath         = "spec.strategy.blueGreen"
+	xdsAnnotationPath     = "metadata.annotations[" + XDSAnnotation + "]"
+	routingAnnotationPath = "metadata.annotations[" + RoutingAnnotation + "]"
 )
 
 // blueGreen converts a blue-green rollout: its step program, its workload
@@ -67,7 +74,9 @@ func (c *checker) blueGreen(r *Rollout, ro *v1alpha1.Rollout) {
 			// Argo: a limit of 0 keeps no old ReplicaSet running.
 			r.Workload.ScaleDownDelay = 0
 		}
-		r.Routing = &ClusterRouting{ActiveService: bg.ActiveService, PreviewService: bg.PreviewService}
+		c.blueGreenRouting(r, ro, bg)
+	} else if _, ok := ro.Annotations[RoutingAnnotation]; ok {
+		c.warnf(routingAnnotationPath, "the cluster routers need --kubernetes: sluice ignores them in standalone mode")
 	}
 	r.XDS = c.blueGreenXDS(ro, r.Version)
 	r.Steps = c.blueGreenSteps(r, bg)
@@ -175,4 +184,42 @@ func (c *checker) blueGreenXDS(ro *v1alpha1.Rollout, version string) *XDSConfig 
 		cfg.PreviewHost = doc.PreviewHost
 	}
 	return cfg
+}
+
+// blueGreenRouting reads the Services and, from the sluice.io/traffic-routing
+// annotation, the cluster routers (Kubernetes mode).
+func (c *checker) blueGreenRouting(r *Rollout, ro *v1alpha1.Rollout, bg *v1alpha1.BlueGreenStrategy) {
+	services := func(cr *ClusterRouting) *ClusterRouting {
+		cr.ActiveService, cr.PreviewService = bg.ActiveService, bg.PreviewService
+		return cr
+	}
+	raw, ok := ro.Annotations[RoutingAnnotation]
+	if !ok {
+		r.Routing = services(&ClusterRouting{})
+		return
+	}
+	var tr v1alpha1.RolloutTrafficRouting
+	if err := sigsyaml.UnmarshalStrict([]byte(raw), &tr); err != nil {
+		c.errorf(routingAnnotationPath, "cannot read the annotation as a trafficRouting block (plugins[%s], istio): %v", GatewayAPIPluginName, err)
+		return
+	}
+	c.routingBase = routingAnnotationPath
+	for name := range tr.Plugins {
+		if name == XDSPluginName {
+			c.errorf(routingAnnotationPath+".plugins["+name+"]", "a blue-green rollout's xDS hosts go in the %s annotation", XDSAnnotation)
+		} else if name != GatewayAPIPluginName {
+			c.errorf(routingAnnotationPath+".plugins["+name+"]", "a blue-green rollout switches through plugins[%s] or istio only", GatewayAPIPluginName)
+		}
+	}
+	if tr.Nginx != nil || tr.ALB != nil || tr.SMI != nil || tr.Ambassador != nil || tr.AppMesh != nil || tr.Traefik != nil || tr.Apisix != nil || len(tr.ManagedRoutes) > 0 {
+		c.errorf(routingAnnotationPath, "a blue-green rollout switches through plugins[%s] or istio only (no other router, no managedRoutes)", GatewayAPIPluginName)
+	}
+	if bg.PreviewService == "" {
+		c.errorf(blueGreenPath+".previewService", "required with %s: the routes send the new version's traffic to it", RoutingAnnotation)
+	}
+	c.clusterRouting(r, &v1alpha1.CanaryStrategy{TrafficRouting: &tr, StableService: bg.ActiveService, CanaryService: bg.PreviewService})
+	if r.Routing == nil {
+		r.Routing = &ClusterRouting{}
+	}
+	r.Routing = services(r.Routing)
 }

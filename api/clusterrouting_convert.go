@@ -9,10 +9,22 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-const (
-	gatewayAPIPath = routingPath + ".plugins[" + GatewayAPIPluginName + "]"
-	istioPath      = routingPath + ".istio"
-)
+// gatewayAPIPath and istioPath are the field paths of the routers'
+// blocks: in the canary's trafficRouting, or in a blue-green rollout's
+// sluice.io/traffic-routing annotation (c.routingBase).
+func (c *checker) gatewayAPIPath() string {
+	return c.routingPath() + ".plugins[" + GatewayAPIPluginName + "]"
+}
+
+func (c *checker) istioPath() string { return c.routingPath() + ".istio" }
+
+// routingPath is where the rollout's trafficRouting block is.
+func (c *checker) routingPath() string {
+	if c.routingBase != "" {
+		return c.routingBase
+	}
+	return routingPath
+}
 
 // gatewayAPIConfigDoc is the Argo Rollouts Gateway API plugin's
 // configuration (rollouts-plugin-trafficrouter-gatewayapi, GatewayAPITrafficRouting):
@@ -45,10 +57,10 @@ func (c *checker) clusterRouting(r *Rollout, canary *v1alpha1.CanaryStrategy) {
 	}
 	if c.mode != ModeKubernetes {
 		if hasGateway {
-			c.warnf(gatewayAPIPath, "the Gateway API router needs --kubernetes: sluice ignores it in standalone mode")
+			c.warnf(c.gatewayAPIPath(), "the Gateway API router needs --kubernetes: sluice ignores it in standalone mode")
 		}
 		if tr.Istio != nil {
-			c.warnf(istioPath, "the Istio router needs --kubernetes: sluice ignores it in standalone mode")
+			c.warnf(c.istioPath(), "the Istio router needs --kubernetes: sluice ignores it in standalone mode")
 		}
 		return
 	}
@@ -69,25 +81,25 @@ func (c *checker) gatewayAPI(raw json.RawMessage, namespace string) *GatewayAPIR
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&doc); err != nil {
-		c.errorf(gatewayAPIPath, "cannot read plugin config: %v", err)
+		c.errorf(c.gatewayAPIPath(), "cannot read plugin config: %v", err)
 		return nil
 	}
 	g := &GatewayAPIRouting{Namespace: doc.Namespace}
 	if g.Namespace == "" {
 		g.Namespace = namespace
 	} else if errs := validation.IsDNS1123Label(g.Namespace); len(errs) > 0 {
-		c.errorf(gatewayAPIPath+".namespace", "%q is not a valid namespace: %s", g.Namespace, strings.Join(errs, "; "))
+		c.errorf(c.gatewayAPIPath()+".namespace", "%q is not a valid namespace: %s", g.Namespace, strings.Join(errs, "; "))
 	}
-	g.HTTPRoutes = c.gatewayRoutes(gatewayAPIPath+".httpRoute", doc.HTTPRoute, gatewayAPIPath+".httpRoutes", doc.HTTPRoutes)
-	g.GRPCRoutes = c.gatewayRoutes(gatewayAPIPath+".grpcRoute", doc.GRPCRoute, gatewayAPIPath+".grpcRoutes", doc.GRPCRoutes)
+	g.HTTPRoutes = c.gatewayRoutes(c.gatewayAPIPath()+".httpRoute", doc.HTTPRoute, c.gatewayAPIPath()+".httpRoutes", doc.HTTPRoutes)
+	g.GRPCRoutes = c.gatewayRoutes(c.gatewayAPIPath()+".grpcRoute", doc.GRPCRoute, c.gatewayAPIPath()+".grpcRoutes", doc.GRPCRoutes)
 	if doc.TCPRoute != "" || len(doc.TCPRoutes) > 0 {
-		c.warnf(gatewayAPIPath+".tcpRoutes", "TCPRoute is not implemented by sluice and is ignored")
+		c.warnf(c.gatewayAPIPath()+".tcpRoutes", "TCPRoute is not implemented by sluice and is ignored")
 	}
 	if doc.ConfigMap != "" {
-		c.warnf(gatewayAPIPath+".configMap", "ignored: sluice keeps its managed rules in the route itself (rules named sluice-...)")
+		c.warnf(c.gatewayAPIPath()+".configMap", "ignored: sluice keeps its managed rules in the route itself (rules named sluice-...)")
 	}
 	if len(g.HTTPRoutes) == 0 && len(g.GRPCRoutes) == 0 {
-		c.errorf(gatewayAPIPath, "required: at least one of httpRoute, httpRoutes, grpcRoute or grpcRoutes")
+		c.errorf(c.gatewayAPIPath(), "required: at least one of httpRoute, httpRoutes, grpcRoute or grpcRoutes")
 	}
 	return g
 }
@@ -132,13 +144,13 @@ func (c *checker) istio(in *v1alpha1.IstioTrafficRouting, namespace string) *Ist
 	if in.VirtualService != nil {
 		vss = append([]v1alpha1.IstioVirtualService{*in.VirtualService}, vss...)
 		if len(in.VirtualServices) > 0 {
-			c.errorf(istioPath, "set virtualService or virtualServices, not both (Argo Rollouts rule)")
+			c.errorf(c.istioPath(), "set virtualService or virtualServices, not both (Argo Rollouts rule)")
 		}
 	}
 	for i, vs := range vss {
-		p := indexPath(istioPath+".virtualServices", i)
+		p := indexPath(c.istioPath()+".virtualServices", i)
 		if in.VirtualService != nil && i == 0 {
-			p = istioPath + ".virtualService"
+			p = c.istioPath() + ".virtualService"
 		}
 		if vs.Name == "" {
 			c.errorf(p+".name", "required")
@@ -149,10 +161,10 @@ func (c *checker) istio(in *v1alpha1.IstioTrafficRouting, namespace string) *Ist
 		out.VirtualServices = append(out.VirtualServices, IstioVirtualService{Name: name, Namespace: ns, Routes: vs.Routes})
 	}
 	if len(out.VirtualServices) == 0 {
-		c.errorf(istioPath, "required: virtualService or virtualServices")
+		c.errorf(c.istioPath(), "required: virtualService or virtualServices")
 	}
 	if dr := in.DestinationRule; dr != nil {
-		p := istioPath + ".destinationRule"
+		p := c.istioPath() + ".destinationRule"
 		for _, f := range []struct{ field, v string }{{"name", dr.Name}, {"canarySubsetName", dr.CanarySubsetName}, {"stableSubsetName", dr.StableSubsetName}} {
 			if f.v == "" {
 				c.errorf(p+"."+f.field, "required")

@@ -23,6 +23,9 @@ type checker struct {
 	// analysis (a blue-green program's; a canary step's is
 	// stepPaths[i]+".analysis").
 	analysisPaths map[int]string
+	// routingBase, when set, is the field path of the trafficRouting
+	// block (a blue-green rollout's annotation); routingPath otherwise.
+	routingBase string
 	// mode is where the rollout runs: it decides where endpoints come from.
 	mode Mode
 }

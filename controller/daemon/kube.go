@@ -104,8 +104,11 @@ func newKubeParts(o Options, next runner.Traffic, reg *prometheus.Registry, log 
 	if k.mesh, err = istio.New(istio.RouterOptions{Client: dyn, Events: client, Logger: log, IstiodXDS: o.IstioXDSAddr}); err != nil {
 		return nil, err
 	}
+	// The Services first: a blue-green route's weight flip must find the
+	// active Service on the version it sends the traffic to (on an abort,
+	// back on the old one before the route leaves the preview Service).
 	services := kubeservice.New(client, log)
-	k.routed = &routedTraffic{xds: k.traffic, routers: []gateway.ClusterRouter{k.gateway, k.mesh, services}, applyTimeout: o.AckTimeout, log: log}
+	k.routed = &routedTraffic{xds: k.traffic, routers: []gateway.ClusterRouter{services, k.gateway, k.mesh}, applyTimeout: o.AckTimeout, log: log}
 	if o.SchedulePods {
 		if k.binder, err = kube.New(kube.Options{Client: client, SchedulerName: workload.SchedulerName, Namespaces: o.WatchNamespaces, Metrics: reg, Logger: log}); err != nil {
 			return nil, fmt.Errorf("pod binder: %w", err)
