@@ -118,7 +118,7 @@ func (s *Set) ResolveWorkloadRefs(lookup DeploymentLookup) *Set {
 		resolved, err := resolveOne(r, lookup)
 		if err != nil {
 			d := Diagnostic{File: r.File, Line: r.Workload.Ref.Line, Field: "spec.workloadRef", Severity: SeverityError,
-				Message: err.Error() + ": the rollout holds (the version in force keeps running) until the Deployment can be used"}
+				Message: err.Error() + ": the rollout holds until the Deployment can be used"}
 			out.Diagnostics = append(out.Diagnostics, d)
 			out.Rejected = append(out.Rejected, Rejected{Key: r.Key, File: r.File, Diagnostics: Diagnostics{d}})
 			rejected = true
