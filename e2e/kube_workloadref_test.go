@@ -126,7 +126,8 @@ func waitDeploymentReplicas(t *testing.T, c *kubetest.Cluster, ns, name string, 
 // rollout's pods come up. A rollout whose Deployment does not exist yet
 // holds with the reason and starts when the Deployment is created; a new
 // image in a Deployment starts a canary that runs its steps; removing the
-// rollouts from git gives the Deployments back their replicas.
+// rollouts from git gives the Deployments back their replicas. sluice
+// runs as a ServiceAccount with the ClusterRole docs/kubernetes.md gives.
 func TestKubeWorkloadRef(t *testing.T) {
 	c := kubetest.Shared(t)
 	ns := c.Namespace(t)
@@ -145,7 +146,10 @@ func TestKubeWorkloadRef(t *testing.T) {
 	}
 	repo := newGitRepo(t)
 	repo.push("v1", files)
-	d := startDaemon(t, repo, "--kubernetes", "--kubeconfig", c.Kubeconfig, "--watch-namespaces", ns)
+	// sluice runs with only the documented ClusterRole: its Deployment
+	// rules are shown to suffice.
+	kubeconfig := kubeconfigFor(t, c, ns, documentedClusterRole(t))
+	d := startDaemon(t, repo, "--kubernetes", "--kubeconfig", kubeconfig, "--watch-namespaces", ns)
 
 	for name := range modes {
 		waitReplicaSet(t, c, ns, name, v1, refRolloutReplicas, 60*time.Second)
