@@ -125,8 +125,9 @@ func waitDeploymentReplicas(t *testing.T, c *kubetest.Cluster, ns, name string, 
 // move once the rollout is Healthy, progressively steps it down as the
 // rollout's pods come up. A rollout whose Deployment does not exist yet
 // holds with the reason and starts when the Deployment is created; a new
-// image in a Deployment starts a canary that runs its steps; removing the
-// rollouts from git gives the Deployments back their replicas. sluice
+// image in a Deployment starts a canary that runs its steps; scaleDown
+// set to never, or the rollouts removed from git, give the Deployments
+// back their replicas. sluice
 // runs as a ServiceAccount with the ClusterRole docs/kubernetes.md gives.
 func TestKubeWorkloadRef(t *testing.T) {
 	c := kubetest.Shared(t)
@@ -169,6 +170,9 @@ func TestKubeWorkloadRef(t *testing.T) {
 	if got := history.of("wr-success"); !slices.Equal(got, []int32{refDeploymentReplicas, 0}) {
 		t.Errorf("scaleDown onsuccess: replicas went %v; want %d then 0 once Healthy", got, refDeploymentReplicas)
 	}
+	// progressively passes through a count between 3 and 0: sluice sees
+	// the new rollout (no Ready pod, so 2 − 0) before kwok can report its
+	// pods Ready, since they exist only once sluice has scaled them up.
 	if got := history.of("wr-prog"); len(got) < 3 || got[0] != refDeploymentReplicas || got[len(got)-1] != 0 ||
 		!slices.IsSortedFunc(got, func(a, b int32) int { return int(b - a) }) {
 		t.Errorf("scaleDown progressively: replicas went %v; want %d down to 0 through the rollout's progress", got, refDeploymentReplicas)
@@ -217,10 +221,20 @@ func TestKubeWorkloadRef(t *testing.T) {
 		return s.Phase == rollout.PhaseHealthy && s.StableVersion == v2
 	})
 
+	// scaleDown set to never: sluice stops scaling wr-prog and gives it
+	// back its replicas; wr-success stays at 0.
+	repo.push("wr-prog: scaleDown never", map[string]string{"rollouts/wr-prog.yaml": refRollout(ns, "wr-prog", "never")})
+	if dep := waitDeploymentReplicas(t, c, ns, "wr-prog", refDeploymentReplicas); dep.Annotations[workloadref.ReplicasAnnotation] != "" {
+		t.Errorf("wr-prog keeps %s after scaleDown never", workloadref.ReplicasAnnotation)
+	}
+	if dep, err := deployments.Get(ctxFor(t, 10*time.Second), "wr-success", metav1.GetOptions{}); err != nil || *dep.Spec.Replicas != 0 {
+		t.Errorf("wr-success after another rollout's edit: %v, %v; want still 0", dep.Spec.Replicas, err)
+	}
+
 	// Out of git: the Deployments get their replicas back.
 	repo.git("-C", repo.work, "rm", "-rq", "rollouts")
 	repo.push("remove the rollouts", nil)
-	for _, name := range []string{"wr-success", "wr-prog", "wr-late"} {
+	for _, name := range []string{"wr-success", "wr-late"} {
 		dep := waitDeploymentReplicas(t, c, ns, name, refDeploymentReplicas)
 		if _, ok := dep.Annotations[workloadref.ReplicasAnnotation]; ok {
 			t.Errorf("%s keeps %s after its replicas were restored", name, workloadref.ReplicasAnnotation)
