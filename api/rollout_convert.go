@@ -102,10 +102,12 @@ func convertRollout(rd *rolloutDoc, mode Mode) (*Rollout, *checker) {
 }
 
 // version is the rollout's version: the first container's image, or the
-// workloadRef it points at.
+// workloadRef it points at (in Kubernetes mode only until it is resolved).
 func (c *checker) version(ro *v1alpha1.Rollout) string {
 	if ref := ro.Spec.WorkloadRef; ref != nil {
-		if ref.Kind == "" || ref.Name == "" {
+		// In Kubernetes mode workloadRef checks its fields itself, and the
+		// resolved Deployment's template gives the version (workloadref.go).
+		if c.mode == ModeStandalone && (ref.Kind == "" || ref.Name == "") {
 			c.cannotRunf("spec.workloadRef", "kind and name are required: they are the rollout's version")
 		}
 		return "workloadRef:" + ref.Kind + "/" + ref.Name

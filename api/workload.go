@@ -67,6 +67,10 @@ type Workload struct {
 	// names the baseline's ReplicaSet "<rollout>-<hash>" and keeps its
 	// pods out of the stable Service's selector.
 	BaselineHash string `json:"baselineHash,omitempty"`
+	// Ref is set for a rollout whose pod template lives in a Deployment
+	// of the cluster (spec.workloadRef): until ResolveWorkloadRef fills
+	// the template in, the rollout has no PodTemplateHash and must not run.
+	Ref *WorkloadRef `json:"ref,omitempty"`
 }
 
 // BaselineLabel marks the pods of a baseline (value "true"): a baseline
@@ -94,16 +98,13 @@ func BaselineTemplate(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
 // workload reads what Kubernetes mode needs from the Argo spec, with
 // Argo's defaults, and checks what only Kubernetes mode requires.
 func (c *checker) workload(ro *v1alpha1.Rollout, canary *v1alpha1.CanaryStrategy) *Workload {
-	if ro.Spec.WorkloadRef != nil {
-		c.cannotRunf("spec.workloadRef", "not supported in Kubernetes mode yet: sluice builds each version's ReplicaSet from spec.template")
-	}
-	if ro.Spec.Selector == nil || (len(ro.Spec.Selector.MatchLabels) == 0 && len(ro.Spec.Selector.MatchExpressions) == 0) {
+	ref := c.workloadRef(ro)
+	// A workloadRef rollout without a selector takes its Deployment's, as in Argo.
+	if ref == nil && emptySelector(ro.Spec.Selector) {
 		c.errorf("spec.selector", "required in Kubernetes mode: it selects the rollout's pods")
 	}
 	w := &Workload{
-		// Argo hashes the template as written, before it adds its label.
-		PodTemplateHash:       hash.ComputePodTemplateHash(&ro.Spec.Template, nil),
-		BaselineHash:          hash.ComputePodTemplateHash(BaselineTemplate(&ro.Spec.Template), nil),
+		Ref:                   ref,
 		DynamicStableScale:    canary.DynamicStableScale,
 		MinPodsPerReplicaSet:  derefOr(canary.MinPodsPerReplicaSet, DefaultMinPodsPerReplicaSet),
 		ProgressDeadline:      seconds(ro.Spec.ProgressDeadlineSeconds, DefaultProgressDeadline),
@@ -114,10 +115,20 @@ func (c *checker) workload(ro *v1alpha1.Rollout, canary *v1alpha1.CanaryStrategy
 		CanaryService:         canary.CanaryService,
 		StableService:         canary.StableService,
 	}
+	if ref == nil {
+		w.hashTemplate(&ro.Spec.Template)
+	}
 	if w.MinPodsPerReplicaSet < 1 {
 		c.errorf(canaryPath+".minPodsPerReplicaSet", "must be at least 1, got %d", w.MinPodsPerReplicaSet)
 	}
 	return w
+}
+
+// hashTemplate sets the pod-template hashes of the version and of its
+// baseline. Argo hashes the template as written, before it adds its label.
+func (w *Workload) hashTemplate(t *corev1.PodTemplateSpec) {
+	w.PodTemplateHash = hash.ComputePodTemplateHash(t, nil)
+	w.BaselineHash = hash.ComputePodTemplateHash(BaselineTemplate(t), nil)
 }
 
 func derefOr(p *int32, def int32) int32 {

@@ -100,8 +100,8 @@ func TestKubernetesModeErrors(t *testing.T) {
 			`r.yaml:23: spec.strategy.canary.trafficRouting.plugins[sluice.io/xds].endpoints: not allowed in Kubernetes mode`},
 		{"no selector", "  selector: {matchLabels: {app: checkout}}\n", "",
 			`r.yaml:4: spec.selector: required in Kubernetes mode`},
-		{"workloadRef", "  selector: {matchLabels: {app: checkout}}\n", "  selector: {matchLabels: {app: checkout}}\n  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: checkout}\n",
-			`r.yaml:10: spec.workloadRef: sluice cannot run this: not supported in Kubernetes mode yet`},
+		{"workloadRef and template", "  selector: {matchLabels: {app: checkout}}\n", "  selector: {matchLabels: {app: checkout}}\n  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: checkout}\n",
+			`r.yaml:11: spec.template: must be empty for a workloadRef rollout: the pod template comes from the Deployment`},
 		{"minPods", "minPodsPerReplicaSet: 2", "minPodsPerReplicaSet: 0",
 			`r.yaml:17: spec.strategy.canary.minPodsPerReplicaSet: must be at least 1`},
 	}

@@ -287,6 +287,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		if err := d.kube.workloads.Start(ctx); err != nil {
 			return fmt.Errorf("start workloads: %w", err)
 		}
+		if err := d.kube.refs.Start(ctx); err != nil {
+			return fmt.Errorf("start workloadRef resolver: %w", err)
+		}
 	}
 	if err := d.runner.Start(ctx); err != nil {
 		return fmt.Errorf("start runner: %w", err)
@@ -322,6 +325,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.kube != nil {
 		run("scheduler", d.kube.runBinder)
 		run("routes", d.kube.runRouters)
+		run("workloadref", d.kube.refScaler.run)
 	}
 	if d.debugLis != nil {
 		run("debug", func(ctx context.Context) error { return profiling.Serve(ctx, d.debugLis) })
@@ -402,10 +406,17 @@ func (d *Daemon) followGit(ctx context.Context) error {
 	revs := make(chan gitwatch.Revision)
 	watchErr := make(chan error, 1)
 	go func() { watchErr <- d.watcher.Run(ctx, revs) }()
+	// last is the last commit applied: a change of a Deployment that its
+	// workloadRef rollouts reference applies it again (workloadref.go).
+	var last gitwatch.Revision
 	for {
 		select {
 		case err := <-watchErr:
 			return err
+		case <-d.refChanges():
+			if last.Set != nil {
+				d.reevaluate(ctx, last)
+			}
 		case rev := <-revs:
 			if err := d.applyTraced(ctx, rev); err != nil {
 				if ctx.Err() != nil {
@@ -417,6 +428,14 @@ func (d *Daemon) followGit(ctx context.Context) error {
 			}
 			if err := d.store.SetLastCommit(rev.Commit); err != nil {
 				d.log.Error("record processed commit", "commit", short(rev.Commit), "err", err)
+			}
+			if !rev.Set.Refused {
+				last = rev
+				if rev.Replay && len(rev.Set.WorkloadRefs()) > 0 {
+					// A replay does not diff: a Deployment changed while
+					// sluice was down shows only in a re-evaluation.
+					d.kube.signalRefChange()
+				}
 			}
 			d.synced.Store(true)
 			d.log.Info("revision applied", "commit", short(rev.Commit), "changed", rev.Changed, "forcePush", rev.ForcePush, "rollouts", len(rev.Set.Rollouts), "errors", len(rev.Set.Diagnostics.Errors()))

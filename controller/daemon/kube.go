@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/controller/runner"
 	"github.com/sluice-dev/sluice/controller/scheduler/kube"
 	"github.com/sluice-dev/sluice/controller/workload"
+	"github.com/sluice-dev/sluice/controller/workloadref"
 	"github.com/sluice-dev/sluice/gateway"
 	"github.com/sluice-dev/sluice/gateway/gatewayapi"
 	"github.com/sluice-dev/sluice/gateway/istio"
@@ -42,6 +43,11 @@ type kubeParts struct {
 	// before it has loaded them are dropped: every restored rollout scales
 	// when the runner starts, and so asks for a fresh report of every set.
 	runner atomic.Pointer[runner.Runner]
+	// refs resolves workloadRef rollouts and scales their Deployments;
+	// refChanged (capacity 1) says a referenced Deployment changed.
+	refs       *workloadref.Resolver
+	refChanged chan struct{}
+	refScaler  *refScaler
 }
 
 // Client rate limits of every client sluice makes. client-go's default
@@ -79,7 +85,7 @@ func newKubeParts(o Options, next runner.Traffic, reg *prometheus.Registry, log 
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	k := &kubeParts{}
+	k := &kubeParts{refChanged: make(chan struct{}, 1)}
 	if k.workloads, err = workload.New(workload.Options{
 		Client: client, SchedulePods: o.SchedulePods, Namespaces: o.WatchNamespaces, Logger: log, Registry: reg,
 		OnReady:     k.podsReady,
@@ -88,6 +94,11 @@ func newKubeParts(o Options, next runner.Traffic, reg *prometheus.Registry, log 
 		return nil, fmt.Errorf("workloads: %w", err)
 	}
 	k.traffic = NewClusterTraffic(next, k.workloads, log)
+	if k.refs, err = workloadref.New(workloadref.Options{Client: client, Namespaces: o.WatchNamespaces, Logger: log,
+		OnTemplateChange: k.signalRefChange}); err != nil {
+		return nil, err
+	}
+	k.refScaler = newRefScaler(k.refs, k.workloads, k.runner.Load, log)
 	gw, err := gwclient.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("gateway api client: %w", err)
@@ -127,6 +138,7 @@ func (k *kubeParts) podsReady(key api.Key, ev rollout.PodsReady) {
 	}
 	if _, ok := r.Status(key); ok {
 		r.Submit(key, ev)
+		k.refScaler.observe(key)
 	}
 }
 

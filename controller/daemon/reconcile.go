@@ -25,6 +25,7 @@ func (d *Daemon) apply(ctx context.Context, rev gitwatch.Revision) error {
 		}
 		return d.refuse(ctx, rev)
 	}
+	rev.Set = d.resolveRefs(rev.Set)
 	if rev.Replay {
 		// The commit in force, read again after a restart: its effects are
 		// in the store already; only its templates were missing, and the
@@ -85,10 +86,12 @@ func (d *Daemon) apply(ctx context.Context, rev gitwatch.Revision) error {
 // applied. It returns the first error.
 func (d *Daemon) doAll(ctx context.Context, commit string, events []runner.KeyedEvent) error {
 	routing := make([]*api.ClusterRouting, len(events))
+	refs := make([][2]string, len(events)) // namespace, name of a dropped workloadRef
 	spans := make([]trace.Span, len(events))
 	for i, ke := range events {
 		if c, ok := ke.Event.(rollout.Change); ok {
 			routing[i] = d.routingInForce(ke.Key, c)
+			refs[i][0], refs[i][1] = d.droppedRef(ke.Key, c)
 		}
 		_, spans[i] = d.startChange(ctx, commit, ke.Key, eventName(ke.Event))
 	}
@@ -96,6 +99,7 @@ func (d *Daemon) doAll(ctx context.Context, commit string, events []runner.Keyed
 		endChange(spans[i], err)
 		if err == nil {
 			d.releaseRoutes(ctx, events[i].Key, routing[i])
+			d.releaseRef(ctx, refs[i][0], refs[i][1])
 			d.forgetRemoved(events[i])
 		}
 	})
