@@ -10,9 +10,9 @@ import (
 	"log/slog"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -57,7 +57,8 @@ type jobProvider struct {
 	retention int
 	poll      func(elapsed time.Duration) time.Duration
 
-	mu      sync.Mutex
+	// measure runs on the metric's goroutine and cleanup after it has
+	// ended (run.run waits for it), so these need no lock.
 	n       int      // measurements started
 	created []string // Jobs not yet deleted, oldest first
 }
@@ -86,10 +87,8 @@ func jobPollDelay(elapsed time.Duration) time.Duration {
 }
 
 func (p *jobProvider) measure(ctx context.Context, m *Metric) (Result, error) {
-	p.mu.Lock()
 	p.n++
 	job := p.job(m.Name, p.n)
-	p.mu.Unlock()
 	created, err := p.create(ctx, job)
 	if err != nil {
 		return Result{}, err
@@ -147,9 +146,7 @@ func (p *jobProvider) create(ctx context.Context, job *batchv1.Job) (*batchv1.Jo
 		p.log.Warn("analysis job not created", "job", job.Namespace+"/"+job.Name, "err", err)
 		return nil, fmt.Errorf("create job %s/%s: %w", job.Namespace, job.Name, err)
 	}
-	p.mu.Lock()
 	p.created = append(p.created, created.Name)
-	p.mu.Unlock()
 	p.log.Info("analysis job created", "job", job.Namespace+"/"+job.Name)
 	return created, nil
 }
@@ -229,23 +226,16 @@ func (p *jobProvider) stuckPods(ctx context.Context, job *batchv1.Job) (Result, 
 // collect deletes the oldest Jobs beyond the metric's retention, keeping
 // the one being measured.
 func (p *jobProvider) collect(ctx context.Context) {
-	p.mu.Lock()
-	var old []string
 	if extra := len(p.created) - p.retention; extra > 0 {
-		old = append(old, p.created[:extra]...)
+		p.delete(ctx, slices.Clone(p.created[:extra]))
 	}
-	p.mu.Unlock()
-	p.delete(ctx, old)
 }
 
 // cleanup deletes every Job of the run that is left, finished or not.
 func (p *jobProvider) cleanup() {
 	ctx, cancel := context.WithTimeout(context.Background(), jobCleanupTimeout)
 	defer cancel()
-	p.mu.Lock()
-	all := append([]string(nil), p.created...)
-	p.mu.Unlock()
-	p.delete(ctx, all)
+	p.delete(ctx, slices.Clone(p.created))
 }
 
 // delete deletes Jobs with background propagation, so their pods go too;
@@ -259,21 +249,10 @@ func (p *jobProvider) delete(ctx context.Context, names []string) {
 			p.log.Warn("analysis job not deleted", "job", p.namespace+"/"+name, "err", err)
 			continue
 		}
-		p.mu.Lock()
-		if i := indexOf(p.created, name); i >= 0 {
-			p.created = append(p.created[:i], p.created[i+1:]...)
-		}
-		p.mu.Unlock()
-	}
-}
-
-func indexOf(list []string, s string) int {
-	for i, x := range list {
-		if x == s {
-			return i
+		if i := slices.Index(p.created, name); i >= 0 {
+			p.created = slices.Delete(p.created, i, i+1)
 		}
 	}
-	return -1
 }
 
 // maxJobName keeps a Job's name a valid label value: the job controller
