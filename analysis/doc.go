@@ -1,8 +1,9 @@
 // Package analysis runs Argo-compatible AnalysisTemplates: it resolves
 // template arguments, measures each metric through its provider
-// (Prometheus, web/JSON, or sluice's statistical judge), evaluates the
-// expr-lang success and failure conditions (api.CompileCondition), applies
-// Argo's limits (failureLimit, inconclusiveLimit, consecutiveErrorLimit,
+// (Prometheus, web/JSON, sluice's statistical judge, or, in Kubernetes
+// mode, Argo's job provider: one Job per measurement, Options.Kubernetes),
+// evaluates the expr-lang success and failure conditions
+// (api.CompileCondition), applies Argo's limits (failureLimit, inconclusiveLimit, consecutiveErrorLimit,
 // consecutiveSuccessLimit, count, interval, initialDelay, dryRun,
 // measurementRetention), and reports a verdict with a one-line reason such
 // as "success-rate: 0.912 < 0.99 (failureLimit 0)".

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/sluice-dev/sluice/api"
 )
@@ -53,6 +54,9 @@ type Options struct {
 	ErrorRetryInterval time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Kubernetes runs the job provider's Jobs (Kubernetes mode); without
+	// it a job metric ends in Error.
+	Kubernetes kubernetes.Interface
 }
 
 // Engine runs analysis runs. It is safe for concurrent use.
@@ -69,6 +73,9 @@ type Engine struct {
 	promTimeout time.Duration
 	webTimeout  time.Duration
 	webGuard    *webGuard
+
+	kube    kubernetes.Interface
+	jobPoll func(elapsed time.Duration) time.Duration
 }
 
 // Defaults of the provider limits.
@@ -90,6 +97,9 @@ func New(opts Options) (*Engine, error) {
 		maxBody:     opts.MaxResponseBytes,
 		promTimeout: opts.PrometheusTimeout,
 		webTimeout:  opts.WebTimeout,
+
+		kube:    opts.Kubernetes,
+		jobPoll: jobPollDelay,
 	}
 	if e.token != "" {
 		if opts.PrometheusURL == "" {

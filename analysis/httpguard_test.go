@@ -50,7 +50,7 @@ func measureOnce(t *testing.T, e *Engine, spec api.Metric) (Result, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prov, err := e.newProvider(&m)
+	prov, err := e.newProvider(nil, &m)
 	if err != nil {
 		t.Fatal(err)
 	}

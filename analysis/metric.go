@@ -191,6 +191,13 @@ func expandProvider(p api.Provider, a args) (api.Provider, error) {
 		}
 		out.Judge = &c
 	}
+	if p.Job != nil {
+		j, err := expandJob(p.Job, a)
+		if err != nil {
+			return out, err
+		}
+		out.Job = j
+	}
 	return out, nil
 }
 

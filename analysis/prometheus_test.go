@@ -310,7 +310,7 @@ func BenchmarkMeasurement(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			prov, err := e.newProvider(&m)
+			prov, err := e.newProvider(nil, &m)
 			if err != nil {
 				b.Fatal(err)
 			}

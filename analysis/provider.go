@@ -16,9 +16,15 @@ type provider interface {
 	measure(ctx context.Context, m *Metric) (Result, error)
 }
 
-// newProvider builds the provider of a metric. A provider sluice does
-// not implement is an error the run shows as the metric's Error.
-func (e *Engine) newProvider(m *Metric) (provider, error) {
+// cleaner is a provider that leaves something behind (the job provider's
+// Jobs): cleanup runs once the run's measuring has stopped.
+type cleaner interface {
+	cleanup()
+}
+
+// newProvider builds the provider of a metric of run r. A provider sluice
+// does not implement is an error the run shows as the metric's Error.
+func (e *Engine) newProvider(r *run, m *Metric) (provider, error) {
 	p := m.Provider
 	switch {
 	case p.Unsupported || p.Kind == "":
@@ -29,6 +35,8 @@ func (e *Engine) newProvider(m *Metric) (provider, error) {
 		return e.newWeb(p.Web)
 	case p.Kind == api.ProviderJudge && p.Judge != nil:
 		return e.newJudge(p.Judge)
+	case p.Kind == api.ProviderJob && p.Job != nil:
+		return e.newJob(r, m)
 	}
 	return nil, fmt.Errorf("provider %s is not implemented by sluice", kindName(p.Kind))
 }

@@ -12,6 +12,7 @@ import (
 // measuring again, so a metric never measures past its verdict.
 type run struct {
 	e       *Engine
+	id      string // unique per start: names the run's Kubernetes Jobs
 	spec    RunSpec
 	report  func(RunStatus)
 	log     *slog.Logger
@@ -33,6 +34,7 @@ type measured struct {
 func (e *Engine) newRun(spec RunSpec, report func(RunStatus)) *run {
 	return &run{
 		e:      e,
+		id:     newRunID(spec.Rollout.Name),
 		spec:   spec,
 		report: report,
 		log:    e.log.With("run", spec.Name, "rollout", spec.Rollout.String()),
@@ -51,7 +53,7 @@ func (r *run) run(ctx context.Context) {
 	providers := make([]provider, len(metrics))
 	for i := range metrics {
 		r.status[i] = MetricStatus{Name: metrics[i].Name, Phase: PhasePending, DryRun: metrics[i].DryRun}
-		p, err := r.e.newProvider(&metrics[i])
+		p, err := r.e.newProvider(r, &metrics[i])
 		if err != nil {
 			r.status[i].Phase, r.status[i].Message = PhaseError, err.Error()
 			continue
@@ -81,6 +83,11 @@ func (r *run) run(ctx context.Context) {
 	defer func() {
 		cancel()
 		wg.Wait()
+		for _, p := range providers {
+			if c, ok := p.(cleaner); ok {
+				c.cleanup()
+			}
+		}
 	}()
 	for {
 		select {

@@ -7,11 +7,11 @@ import (
 // indexTemplates converts the templates, rejects duplicates, and adds the
 // valid ones to set. It returns the keys of templates that were named but
 // invalid, so rollouts referencing them get a precise error.
-func indexTemplates(set *Set, docs []*templateDoc) map[templateID]bool {
+func indexTemplates(set *Set, docs []*templateDoc, mode Mode) map[templateID]bool {
 	first := map[templateID]*AnalysisTemplate{}
 	invalid := map[templateID]bool{}
 	for _, td := range docs {
-		t, c := convertTemplate(td)
+		t, c := convertTemplate(td, mode)
 		id := templateID{t.Key, t.ClusterScoped}
 		if prev, dup := first[id]; dup && t.Name != "" {
 			c.errorf("metadata.name", "duplicate %s %s (first defined at %s:%d)", td.doc.kind, displayKey(t.Key, t.ClusterScoped), prev.File, prev.Line)

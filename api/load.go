@@ -167,7 +167,7 @@ func assemble(sources []Source, files []*parsed, mode Mode) *Set {
 		rollouts = append(rollouts, p.rollouts...)
 		templates = append(templates, p.templates...)
 	}
-	idx := indexTemplates(set, templates)
+	idx := indexTemplates(set, templates, mode)
 	acceptRollouts(set, rollouts, idx, mode)
 	sortSet(set)
 	return set

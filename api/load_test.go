@@ -86,12 +86,15 @@ func TestValidCorpus(t *testing.T) {
 
 // TestArgoStyleManifests: canary manifests in the shapes Argo Rollouts
 // publishes load (with warnings for routers and providers sluice lacks);
-// blue-green loads too; experiment and step-plugin manifests are rejected.
+// blue-green loads too; experiment and step-plugin manifests are rejected,
+// and so are job metrics (these load in standalone mode).
 func TestArgoStyleManifests(t *testing.T) {
 	files, _ := filepath.Glob("testdata/argo/*.yaml")
 	want := map[string]string{
 		"experiment-rejected.yaml":  "experiment steps are not supported",
 		"step-plugin-rejected.yaml": "step plugins are not supported",
+		// Kubernetes mode runs it: api/job_convert_test.go.
+		"job-standalone-rejected.yaml": "the job provider runs a Kubernetes Job",
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	batchv1 "k8s.io/api/batch/v1"
 )
 
 // AnalysisTemplate is a validated AnalysisTemplate or ClusterAnalysisTemplate.
@@ -57,12 +58,15 @@ type Metric struct {
 // ProviderKind names a metric provider.
 type ProviderKind string
 
-// Providers sluice implements. Any other name (job, datadog, newRelic, ...)
+// Providers sluice implements. Any other name (datadog, newRelic, ...)
 // is kept as Unsupported and ends the metric in Error at run time.
 const (
 	ProviderPrometheus ProviderKind = "prometheus"
 	ProviderWeb        ProviderKind = "web"
 	ProviderJudge      ProviderKind = JudgePluginName
+	// ProviderJob runs a Kubernetes Job per measurement: Kubernetes mode
+	// only.
+	ProviderJob ProviderKind = "job"
 )
 
 // Provider is a metric's data source. Exactly one of the pointers is set,
@@ -72,7 +76,18 @@ type Provider struct {
 	Prometheus  *PrometheusProvider `json:"prometheus,omitempty"`
 	Web         *WebProvider        `json:"web,omitempty"`
 	Judge       *JudgeProvider      `json:"judge,omitempty"`
+	Job         *JobProvider        `json:"job,omitempty"`
 	Unsupported bool                `json:"unsupported,omitempty"`
+}
+
+// JobProvider is Argo's job metric: every measurement runs a Job made
+// from these labels, annotations and spec (template arguments are
+// substituted when the run starts), and the Job's outcome is the
+// measurement's phase.
+type JobProvider struct {
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	Spec        batchv1.JobSpec   `json:"spec"`
 }
 
 // PrometheusProvider queries Prometheus' HTTP API.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -42,12 +43,14 @@ type judgeConfigDoc struct {
 
 const metricsPath = "spec.metrics"
 
-func convertTemplate(td *templateDoc) (*AnalysisTemplate, *checker) {
+// convertTemplate checks and converts one template for mode: a provider
+// that needs the cluster (job) is refused in standalone mode.
+func convertTemplate(td *templateDoc, mode Mode) (*AnalysisTemplate, *checker) {
 	key := Key{Namespace: td.meta.namespace, Name: td.meta.name}
 	if key.Namespace == "" && !td.cluster {
 		key.Namespace = DefaultNamespace
 	}
-	c := &checker{doc: td.doc, key: key}
+	c := &checker{doc: td.doc, key: key, mode: mode}
 	t := &AnalysisTemplate{
 		Key: key, ClusterScoped: td.cluster, File: td.doc.file,
 		Line: td.doc.walk.line("metadata.name"), Spec: td.spec,
@@ -170,6 +173,8 @@ func (c *checker) provider(path string, p *v1alpha1.MetricProvider) Provider {
 		return Provider{Kind: ProviderPrometheus, Prometheus: c.prometheus(path+".prometheus", p.Prometheus)}
 	case p.Web != nil:
 		return Provider{Kind: ProviderWeb, Web: c.web(path+".web", p.Web)}
+	case p.Job != nil:
+		return Provider{Kind: ProviderJob, Job: c.job(path+".job", p.Job)}
 	}
 	if raw, ok := p.Plugin[JudgePluginName]; ok {
 		return Provider{Kind: ProviderJudge, Judge: c.judge(path+".plugin["+JudgePluginName+"]", raw)}
@@ -220,6 +225,26 @@ func (c *checker) web(path string, w *v1alpha1.WebMetric) *WebProvider {
 		c.errorf(path+".timeoutSeconds", "must not be negative, got %d", w.TimeoutSeconds)
 	}
 	return out
+}
+
+// job converts a job metric. Argo checks nothing in it before the run;
+// sluice refuses what the API server would refuse at every measurement
+// (no containers, a restartPolicy a Job cannot have), so the mistake
+// shows with its line when the file is pushed.
+func (c *checker) job(path string, j *v1alpha1.JobMetric) *JobProvider {
+	if c.mode != ModeKubernetes {
+		c.cannotRunf(path, "the job provider runs a Kubernetes Job; run sluice with --kubernetes")
+	}
+	pod := j.Spec.Template.Spec
+	if len(pod.Containers) == 0 {
+		c.errorf(path+".spec.template.spec.containers", "required: a Job needs at least one container")
+	}
+	switch pod.RestartPolicy {
+	case corev1.RestartPolicyNever, corev1.RestartPolicyOnFailure:
+	default:
+		c.errorf(path+".spec.template.spec.restartPolicy", "must be Never or OnFailure, as for every Job, got %q", pod.RestartPolicy)
+	}
+	return &JobProvider{Labels: j.Metadata.Labels, Annotations: j.Metadata.Annotations, Spec: *j.Spec.DeepCopy()}
 }
 
 func headerMap(hs []v1alpha1.WebMetricHeader) map[string]string {

@@ -35,7 +35,8 @@ import (
 
 // The scenario: rollout "kr" (2 replicas, canaryService/stableService,
 // revisionHistoryLimit 0) whose v1 ReplicaSet already runs, created by
-// hand, for sluice to adopt; v2 is canaried to its promotion. Rollout
+// hand, for sluice to adopt; v2 is canaried to its promotion through an
+// analysis step whose job metric runs a Job (the jobs rule). Rollout
 // "kx" asks for more CPU than any node has, so the scheduler reports it
 // unschedulable. Together they use every rule of the chart's ClusterRole.
 const (
@@ -72,10 +73,32 @@ spec:
       steps:
       - setWeight: 50
       - pause: {duration: 1s}
+      - analysis: {templates: [{templateName: smoke}]}
       trafficRouting:
         plugins:
           sluice.io/xds: {host: kr.charttest}
 `, ns, image, podPort)
+}
+
+// smokeTemplate is kr's analysis: one job metric. kwok completes the Job's
+// pod; the pod names its node, as the control plane has no kube-scheduler.
+func smokeTemplate(ns string) string {
+	return fmt.Sprintf(`apiVersion: argoproj.io/v1alpha1
+kind: AnalysisTemplate
+metadata: {name: smoke, namespace: %s}
+spec:
+  metrics:
+  - name: smoke
+    provider:
+      job:
+        spec:
+          backoffLimit: 0
+          template:
+            spec:
+              nodeName: node-0
+              containers: [{name: smoke, image: shop/smoke:v1}]
+              restartPolicy: Never
+`, ns)
 }
 
 // kxRollout is rollout "kx", whose pod fits no node.
@@ -277,7 +300,7 @@ func startScenario(t *testing.T, c *kubetest.Cluster, ns string, cluster, self *
 	}
 	kubeconfig := s.bind(t, cluster, self)
 	s.repo = newGitRepo(t)
-	if err := s.repo.push("v1", map[string]string{"kr.yaml": krRollout(ns, v1Image), "kx.yaml": kxRollout(ns)}); err != nil {
+	if err := s.repo.push("v1", map[string]string{"kr.yaml": krRollout(ns, v1Image), "kx.yaml": kxRollout(ns), "smoke.yaml": smokeTemplate(ns)}); err != nil {
 		t.Fatal(err)
 	}
 	s.start(t, kubeconfig)

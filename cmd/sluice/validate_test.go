@@ -109,3 +109,18 @@ spec:
 		}
 	}
 }
+
+// TestValidateKubernetes: a job metric is refused as standalone sluice
+// would refuse it, and accepted with --kubernetes, as sluice run
+// --kubernetes accepts it.
+func TestValidateKubernetes(t *testing.T) {
+	const file = "../../api/testdata/argo/job-standalone-rejected.yaml"
+	out, _, err := runClientCmd(context.Background(), "validate", file)
+	if code := cliExitCode(err); code != 1 || !strings.Contains(out.String(), "run sluice with --kubernetes") {
+		t.Errorf("standalone: exit %d, output:\n%s\nwant exit 1 naming --kubernetes", code, out)
+	}
+	out, _, err = runClientCmd(context.Background(), "validate", "--kubernetes", file)
+	if code := cliExitCode(err); code != 0 || !strings.Contains(out.String(), "ok: 0 rollouts, 1 analysis templates") {
+		t.Errorf("--kubernetes: exit %d, output:\n%s\nwant ok", code, out)
+	}
+}

@@ -3,8 +3,11 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/analysis"
 	"github.com/sluice-dev/sluice/api"
@@ -36,6 +39,25 @@ func (t *templates) current() *api.Set {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.set
+}
+
+// newAnalysisEngine builds the analysis engine. In Kubernetes mode (kube
+// set) it runs the job metrics' Jobs with the daemon's client.
+func newAnalysisEngine(o Options, reg *prometheus.Registry, log *slog.Logger, kube *kubeParts) (*analysis.Engine, error) {
+	opts := analysis.Options{
+		Logger: log, Registry: reg,
+		BearerTokenFile: o.PrometheusTokenFile, PrometheusURL: o.PrometheusURL,
+		MaxResponseBytes: o.AnalysisMaxResponseBytes, PrometheusTimeout: o.PrometheusTimeout, WebTimeout: o.WebTimeout,
+		WebAllowHosts: o.AnalysisAllowHosts,
+	}
+	if kube != nil {
+		opts.Kubernetes = kube.client
+	}
+	engine, err := analysis.New(opts)
+	if err != nil {
+		return nil, fmt.Errorf("analysis: %w", err)
+	}
+	return engine, nil
 }
 
 // analyzer runs the state machine's analysis runs on the analysis engine.

@@ -154,16 +154,6 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 	if d.dispatcher, err = alert.New(alert.Options{Outbox: d.store, Sinks: sinks, Logger: d.log, Registry: reg, Rate: o.AlertRate, Burst: o.AlertBurst}); err != nil {
 		return fmt.Errorf("alerts: %w", err)
 	}
-	engine, err := analysis.New(analysis.Options{
-		Logger: d.log, Registry: reg,
-		BearerTokenFile: o.PrometheusTokenFile, PrometheusURL: o.PrometheusURL,
-		MaxResponseBytes: o.AnalysisMaxResponseBytes, PrometheusTimeout: o.PrometheusTimeout, WebTimeout: o.WebTimeout,
-		WebAllowHosts: o.AnalysisAllowHosts,
-	})
-	if err != nil {
-		return fmt.Errorf("analysis: %w", err)
-	}
-	d.analysis = engine
 	broker := httpapi.NewBroker(httpapi.BrokerOptions{})
 	d.alerts = &alertTap{outbox: d.dispatcher, broker: broker}
 	d.meter = newTrafficMeter(d.gateway, reg)
@@ -180,6 +170,11 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 		}
 		traffic, workloads = d.kube.routed, d.kube.workloads
 	}
+	engine, err := newAnalysisEngine(o, reg, d.log, d.kube)
+	if err != nil {
+		return err
+	}
+	d.analysis = engine
 	if d.runner, err = runner.New(runner.Options{
 		Store:      d.store,
 		Traffic:    traffic,

@@ -31,6 +31,9 @@ import (
 // actuator, the pod binder and the traffic that takes its endpoints from
 // the cluster.
 type kubeParts struct {
+	// client is the daemon's Kubernetes client; the analysis engine runs
+	// job metrics' Jobs with it.
+	client    kubernetes.Interface
 	workloads *workload.Manager
 	binder    *kube.Binder // nil with --schedule-pods=false
 	traffic   *ClusterTraffic
@@ -85,7 +88,7 @@ func newKubeParts(o Options, next runner.Traffic, reg *prometheus.Registry, log 
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	k := &kubeParts{refChanged: make(chan struct{}, 1)}
+	k := &kubeParts{refChanged: make(chan struct{}, 1), client: client}
 	if k.workloads, err = workload.New(workload.Options{
 		Client: client, SchedulePods: o.SchedulePods, Namespaces: o.WatchNamespaces, Logger: log, Registry: reg,
 		OnReady:     k.podsReady,
