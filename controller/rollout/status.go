@@ -7,8 +7,11 @@ import (
 // Status is RolloutStatus of the HTTP API; its JSON field names are a
 // contract (DESIGN §5). Slices are never nil, so they encode as [].
 type Status struct {
-	Namespace     string            `json:"namespace"`
-	Name          string            `json:"name"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Strategy is "blueGreen" for a blue-green rollout, empty for a
+	// canary.
+	Strategy      api.Strategy      `json:"strategy,omitempty"`
 	Phase         Phase             `json:"phase"`
 	Message       string            `json:"message"`
 	Commit        string            `json:"commit"`
@@ -109,6 +112,7 @@ func (s State) Status() Status {
 	st := Status{
 		Namespace:     s.Key.Namespace,
 		Name:          s.Key.Name,
+		Strategy:      s.strategy(),
 		Phase:         s.Phase,
 		Message:       s.Message,
 		Commit:        s.Commit,
@@ -137,4 +141,12 @@ func (s State) Status() Status {
 		st.Errors = append(st.Errors, ErrorStatus{File: d.File, Line: d.Line, Field: d.Field, Message: d.Message})
 	}
 	return st
+}
+
+// strategy is the spec's strategy ("" without a spec).
+func (s State) strategy() api.Strategy {
+	if s.Spec == nil {
+		return ""
+	}
+	return s.Spec.Strategy
 }

@@ -18,6 +18,9 @@ import (
 func Detail(w io.Writer, s httpapi.RolloutStatus, events []httpapi.Event) error {
 	tw := newTable(w, 1)
 	fmt.Fprintf(tw, "Rollout:\t%s/%s\n", s.Namespace, s.Name)
+	if s.Strategy == api.StrategyBlueGreen {
+		fmt.Fprintf(tw, "Strategy:\tblue-green (stable is the active version, canary the preview)\n")
+	}
 	phase := orDash(string(s.Phase))
 	if s.PhaseSince != "" {
 		phase += " (for " + Age(s.PhaseSince) + ")"
