@@ -91,7 +91,7 @@ func TestArgoStyleManifests(t *testing.T) {
 	files, _ := filepath.Glob("testdata/argo/*.yaml")
 	want := map[string]string{
 		"bluegreen-rejected.yaml":   "blue-green strategy is not supported",
-		"experiment-rejected.yaml":  "experiment steps are not supported",
+		"experiment-rejected.yaml":  "run sluice with --kubernetes",
 		"step-plugin-rejected.yaml": "step plugins are not supported",
 	}
 	for _, f := range files {
