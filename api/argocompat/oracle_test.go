@@ -208,8 +208,8 @@ func runsInKubernetes(ro *v1alpha1.Rollout) bool {
 // the reason sluice's error must give. Each uses a feature sluice does not
 // have (see docs/argo-compatibility.md).
 var cannotRun = map[string]string{
-	"test/e2e/step-plugin/disabled-rollout.yaml#0":                                     reasonPlugin,
-	"test/e2e/step-plugin/invalid-rollout.yaml#0":                                      reasonPlugin,
+	"test/e2e/step-plugin/disabled-rollout.yaml#0": reasonPlugin,
+	"test/e2e/step-plugin/invalid-rollout.yaml#0":  reasonPlugin,
 }
 
 // argoOnly lists the corpus documents Argo rejects for a rule sluice does
