@@ -169,7 +169,10 @@ func (m *machine) timerFired(e TimerFired) {
 	if !m.s.CanaryActive() || m.s.Cursor != CursorRunning {
 		return
 	}
-	if st, ok := m.currentStep(); ok && st.Kind == api.StepPause {
+	if st, ok := m.currentStep(); ok && st.Kind == api.StepExperiment {
+		m.experimentTimer()
+		return
+	} else if ok && st.Kind == api.StepPause {
 		m.s.Cursor = CursorDone
 	}
 	m.advance()
@@ -248,7 +251,7 @@ func (m *machine) restart() {
 		m.emit(StartTimer{Timer: *w.Timer})
 	}
 	m.rearmDrains()
-	for _, name := range []string{m.s.StepRun, m.s.BackgroundRun} {
+	for _, name := range append([]string{m.s.StepRun, m.s.BackgroundRun}, m.s.experimentRunNames()...) {
 		if r := m.s.run(name); r != nil && !r.Phase.Terminal() {
 			m.emit(StartAnalysis{Rollout: m.s.Key, Run: r.Name, Kind: r.Kind, Analysis: r.Analysis, Args: r.Args})
 		}
