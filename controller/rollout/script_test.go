@@ -672,6 +672,12 @@ func checkInvariants(s State) error {
 	if active > 2+len(s.experimentRunNames()) {
 		return fmt.Errorf("%d unfinished runs", active)
 	}
+	if x := s.Experiment; x != nil {
+		st, ok := (&machine{s: s}).currentStep()
+		if !s.CanaryActive() || !ok || st.Experiment == nil || x.Step != s.StepIndex {
+			return fmt.Errorf("experiment of step %d runs at step %d (active %v)", x.Step, s.StepIndex, s.CanaryActive())
+		}
+	}
 	if fin := len(s.Runs) - active; fin > maxFinishedRuns {
 		return fmt.Errorf("%d finished runs kept", fin)
 	}
