@@ -13,6 +13,8 @@ import (
 type validateOptions struct {
 	output string
 	limits api.Limits
+	// kubernetes checks the files as `sluice run --kubernetes` loads them.
+	kubernetes bool
 }
 
 func newValidateCmd() *cobra.Command {
@@ -32,12 +34,17 @@ and excessive alias expansion are always refused).`,
 		},
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().BoolVar(&o.kubernetes, "kubernetes", false, "check the files as sluice run --kubernetes loads them (experiment steps, the cluster's routers; no plugin endpoints)")
 	addStrategyLimitFlags(cmd.Flags(), &o.limits)
 	return cmd
 }
 
 func runValidate(w io.Writer, o validateOptions, paths []string) error {
-	set, err := api.NewLoader(o.limits).LoadPaths(paths...)
+	l := api.NewLoader(o.limits)
+	if o.kubernetes {
+		l.ForKubernetes()
+	}
+	set, err := l.LoadPaths(paths...)
 	if err != nil {
 		return err
 	}
