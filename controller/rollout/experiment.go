@@ -206,10 +206,27 @@ func (m *machine) startExperimentRuns(e *api.Experiment) {
 	}
 	for _, a := range e.Analyses {
 		an := a.Analysis
-		an.Args = api.ResolveExperimentArgs(an.Args, m.s.Key.Name, hashes)
+		an.Args = m.s.podTemplateHashArgs(api.ResolveExperimentArgs(an.Args, m.s.Key.Name, hashes))
 		run := m.startRun(RunExperiment, an)
 		x.Runs = append(x.Runs, ExperimentAnalysisRun{Analysis: a.Name, Run: run, Required: a.RequiredForCompletion})
 	}
+}
+
+// podTemplateHashArgs fills the arguments given as valueFrom
+// podTemplateHashValue (Stable or Latest) with the stable's and the
+// canary's pod-template hashes, as Argo's
+// BuildArgumentsForRolloutAnalysisRun does for an experiment's analyses.
+func (s State) podTemplateHashArgs(args []api.Arg) []api.Arg {
+	out := cloneSlice(args)
+	for i, a := range out {
+		switch a.ValueFrom {
+		case "podTemplateHashValue:Stable":
+			out[i].Value, out[i].ValueFrom = s.StableHash, ""
+		case "podTemplateHashValue:Latest":
+			out[i].Value, out[i].ValueFrom = s.CanaryHash, ""
+		}
+	}
+	return out
 }
 
 // experimentTimer acts on the step's timer: before the pods are Ready it

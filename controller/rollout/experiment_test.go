@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/sluice-dev/sluice/api"
 )
 
 // Experiment preludes (Kubernetes mode, 2 replicas): setWeight 20; an
@@ -121,5 +123,42 @@ func TestExperimentTransitions(t *testing.T) {
 				t.Error(err)
 			}
 		})
+	}
+}
+
+// TestExperimentArgs: an experiment's analyses get Argo's placeholders
+// and valueFrom podTemplateHashValue resolved to pod-template hashes.
+func TestExperimentArgs(t *testing.T) {
+	h := newHarness()
+	for _, line := range eHalfReady {
+		if _, err := h.run(line); err != nil {
+			t.Fatalf("prelude %q: %v", line, err)
+		}
+	}
+	step := h.specs["e2"].Steps[1].Experiment
+	step.Analyses[0].Analysis.Args = []api.Arg{
+		{Name: "base", Value: "{{templates.base.podTemplateHash}}"},
+		{Name: "rs", Value: "{{templates.cand.replicaset.name}}"},
+		{Name: "stable", ValueFrom: "podTemplateHashValue:Stable"},
+		{Name: "latest", ValueFrom: "podTemplateHashValue:Latest"},
+	}
+	if _, err := h.run("pods exp:cand ready=1"); err != nil {
+		t.Fatal(err)
+	}
+	var got []api.Arg
+	for _, a := range h.acts {
+		if sa, ok := a.(StartAnalysis); ok && sa.Kind == RunExperiment && len(got) == 0 {
+			got = sa.Analysis.Args
+		}
+	}
+	x := h.state.Experiment
+	want := []api.Arg{
+		{Name: "base", Value: x.Sets[0].Hash},
+		{Name: "rs", Value: "checkout-cand-" + x.Sets[1].Hash},
+		{Name: "stable", Value: "h1"},
+		{Name: "latest", Value: "h2"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("args %+v, want %+v", got, want)
 	}
 }
