@@ -156,8 +156,8 @@ func (m *machine) invalid(e Invalid) {
 	m.alert(AlertStrategyInvalid, e.Commit, reason)
 }
 
-// timerFired completes a timed pause, ends a scale-down delay or acts on
-// a progress deadline; a stale id is ignored.
+// timerFired completes a timed pause, ends a scale-down delay, acts on
+// a progress deadline or moves an experiment on; a stale id is ignored.
 func (m *machine) timerFired(e TimerFired) {
 	if m.drainTimerFired(e.ID) || m.deadlineFired(e.ID) {
 		return
@@ -169,10 +169,12 @@ func (m *machine) timerFired(e TimerFired) {
 	if !m.s.CanaryActive() || m.s.Cursor != CursorRunning {
 		return
 	}
-	if st, ok := m.currentStep(); ok && st.Kind == api.StepExperiment {
-		m.experimentTimer()
+	st, _ := m.currentStep()
+	switch st.Kind {
+	case api.StepExperiment:
+		m.experimentTimer() // the deadline or the duration
 		return
-	} else if ok && st.Kind == api.StepPause {
+	case api.StepPause:
 		m.s.Cursor = CursorDone
 	}
 	m.advance()
