@@ -38,7 +38,9 @@ const experimentSteps = `- setWeight: 20
 `
 
 // experimentTemplate is a web metric at url that passes the experiment's
-// pod-template hash argument along as the query parameter hash.
+// pod-template hash argument along as the query parameter hash. Its first
+// measurement comes 3s after the experiment's pods are Ready, so that a
+// test sees them Running before a failing one ends the experiment.
 func experimentTemplate(ns, url string) string {
 	return fmt.Sprintf(`apiVersion: argoproj.io/v1alpha1
 kind: AnalysisTemplate
@@ -49,6 +51,7 @@ spec:
   args: [{name: exp-hash}]
   metrics:
   - name: success-rate
+    initialDelay: 3s
     interval: 1s
     count: 3
     failureLimit: 0
