@@ -155,7 +155,9 @@ func (m *machine) experimentProgress() {
 			m.armStepTimer("experiment", st.Experiment.Duration)
 		}
 	}
-	if m.held() || !m.s.experimentComplete(st.Experiment) {
+	// A hold (an operator pause) does not keep a complete experiment
+	// running: the step is done and waits, as a pause step's timer does.
+	if !m.s.experimentComplete(st.Experiment) {
 		return
 	}
 	m.cancelStepTimer()
