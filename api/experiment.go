@@ -1,8 +1,8 @@
 package api
 
 import (
-	"fmt"
 	"maps"
+	"regexp"
 	"strings"
 
 	"github.com/argoproj/argo-rollouts/utils/hash"
@@ -76,21 +76,32 @@ func ExperimentReplicaSetName(rollout, tmpl, hash string) string {
 	return rollout + "-" + tmpl + "-" + hash
 }
 
+// experimentTag matches one of Argo's {{...}} tags in an experiment
+// analysis argument (Argo trims the spaces inside the braces).
+var experimentTag = regexp.MustCompile(`\{\{\s*(.*?)\s*\}\}`)
+
+// experimentTemplateTag reads a tag naming an experiment template's
+// podTemplateHash or replicaset.name.
+var experimentTemplateTag = regexp.MustCompile(`^templates\.([^.]+)\.(podTemplateHash|replicaset\.name)$`)
+
 // ResolveExperimentArgs returns args with Argo's experiment placeholders
 // replaced: {{templates.<name>.podTemplateHash}} and
 // {{templates.<name>.replicaset.name}} by the hash and ReplicaSet name
-// of each template (hashes maps template name to hash).
+// of each template (hashes maps template name to hash). A tag it cannot
+// resolve is left as written (the loader refuses such files).
 func ResolveExperimentArgs(args []Arg, rollout string, hashes map[string]string) []Arg {
-	var pairs []string
-	for name, h := range hashes {
-		pairs = append(pairs,
-			fmt.Sprintf("{{templates.%s.podTemplateHash}}", name), h,
-			fmt.Sprintf("{{templates.%s.replicaset.name}}", name), ExperimentReplicaSetName(rollout, name, h))
-	}
-	r := strings.NewReplacer(pairs...)
 	out := make([]Arg, len(args))
 	for i, a := range args {
-		a.Value = r.Replace(a.Value)
+		a.Value = experimentTag.ReplaceAllStringFunc(a.Value, func(tag string) string {
+			m := experimentTemplateTag.FindStringSubmatch(experimentTag.FindStringSubmatch(tag)[1])
+			if m == nil || hashes[m[1]] == "" {
+				return tag
+			}
+			if m[2] == "podTemplateHash" {
+				return hashes[m[1]]
+			}
+			return ExperimentReplicaSetName(rollout, m[1], hashes[m[1]])
+		})
 		out[i] = a
 	}
 	return out

@@ -51,6 +51,7 @@ func (c *checker) experiment(path string, e *v1alpha1.RolloutExperimentStep, tr 
 			if arg.Name == "" {
 				c.warnf(indexPath(p+".args", j)+".name", "an argument with no name fills no template argument (ignored)")
 			}
+			c.experimentArgTags(indexPath(p+".args", j)+".value", arg.Value, names)
 			an.Args = append(an.Args, Arg{Name: arg.Name, Value: arg.Value, ValueFrom: describeValueFrom(arg.ValueFrom)})
 		}
 		for _, d := range e.DryRun {
@@ -71,6 +72,24 @@ func (c *checker) experiment(path string, e *v1alpha1.RolloutExperimentStep, tr 
 		c.warnf(path+".scaleDownDelaySeconds", "ignored: the experiment's pods get no traffic, so sluice removes its ReplicaSets as soon as the step ends")
 	}
 	return out
+}
+
+// experimentArgTags checks the {{...}} tags of an analysis argument:
+// Argo resolves them when the analysis starts and fails it on one it
+// cannot; sluice resolves the templates' podTemplateHash and
+// replicaset.name, not Argo's experiment.availableAt and
+// experiment.finishedAt (times, which the state machine does not read).
+func (c *checker) experimentArgTags(path, value string, templates map[string]bool) {
+	for _, m := range experimentTag.FindAllStringSubmatch(value, -1) {
+		t := experimentTemplateTag.FindStringSubmatch(m[1])
+		switch {
+		case t != nil && templates[t[1]]:
+		case t != nil:
+			c.cannotRunf(path, "%s names template %q, which the experiment does not have", m[0], t[1])
+		default:
+			c.cannotRunf(path, "sluice resolves only {{templates.<name>.podTemplateHash}} and {{templates.<name>.replicaset.name}} in an experiment's arguments, got %s", m[0])
+		}
+	}
 }
 
 // experimentTemplateName checks a template name: it names the ReplicaSet

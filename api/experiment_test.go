@@ -78,8 +78,8 @@ func TestExperimentHash(t *testing.T) {
 	if r.Spec.Template.Labels[ExperimentLabel] != "" {
 		t.Error("ExperimentHash changed the rollout's template")
 	}
-	args := ResolveExperimentArgs([]Arg{{Name: "h", Value: "hash={{templates.a.podTemplateHash}} rs={{templates.a.replicaset.name}}"}}, "checkout", map[string]string{"a": a})
-	if want := "hash=" + a + " rs=checkout-a-" + a; args[0].Value != want {
+	args := ResolveExperimentArgs([]Arg{{Name: "h", Value: "hash={{templates.a.podTemplateHash}} rs={{ templates.a.replicaset.name }} {{templates.x.podTemplateHash}}"}}, "checkout", map[string]string{"a": a})
+	if want := "hash=" + a + " rs=checkout-a-" + a + " {{templates.x.podTemplateHash}}"; args[0].Value != want {
 		t.Errorf("resolved %q, want %q", args[0].Value, want)
 	}
 }
@@ -110,6 +110,10 @@ func TestExperimentChecks(t *testing.T) {
 			wantErr: "not a duration"},
 		{name: "missing template", steps: `[{experiment: {duration: 1m, templates: [{name: a, specRef: canary}], analyses: [{name: x, templateName: nope}]}}]`,
 			wantErr: `AnalysisTemplate "nope" not found`},
+		{name: "argument naming a template the experiment does not have", steps: `[{experiment: {duration: 1m, templates: [{name: a, specRef: canary}], analyses: [{name: x, templateName: check, args: [{name: h, value: "{{templates.b.podTemplateHash}}"}]}]}}]`,
+			wantErr: `names template "b", which the experiment does not have`},
+		{name: "argument with a tag sluice does not resolve", steps: `[{experiment: {duration: 1m, templates: [{name: a, specRef: canary}], analyses: [{name: x, templateName: check, args: [{name: h, value: "{{experiment.availableAt}}"}]}]}}]`,
+			wantErr: "sluice resolves only"},
 		{name: "analysis without a name", steps: `[{experiment: {duration: 1m, templates: [{name: a, specRef: canary}], analyses: [{templateName: check}]}}]`,
 			wantErr: "it names the analysis"},
 	}
