@@ -252,12 +252,12 @@ type State struct {
 	// canary's ReplicaSet: a new position is written as soon as it is
 	// reached (WorkloadSet.At).
 	Marked *Position `json:"marked,omitempty"`
-	// Experiment is the current step's experiment while it runs
-	// (experiment.go); its sets are part of the desired sets.
-	Experiment *ExperimentRun `json:"experiment,omitempty"`
 	// MarkedAborted is the hash of the set the last ScaleWorkloads marked
 	// aborted ("" for none): a new mark goes ahead of the traffic.
 	MarkedAborted string `json:"markedAborted,omitempty"`
+	// Experiment is the current step's experiment while it runs
+	// (experiment.go); its sets are part of the desired sets.
+	Experiment *ExperimentRun `json:"experiment,omitempty"`
 }
 
 // Steps are the steps of the spec in force.
