@@ -191,6 +191,12 @@ func TestKubeExperiment(t *testing.T) {
 	})
 	sets := waitExperimentRunning(t, c, ns, "ke")
 	available := time.Now()
+	if x := d.waitStatus(ns+"/ke", 10*time.Second, "experiment in status", func(s httpapi.RolloutStatus) bool {
+		return s.Experiment != nil && s.Experiment.Available
+	}).Experiment; len(x.Templates) != 2 || x.Templates[0].ReplicaSet != sets["baseline"].Name || x.Templates[1].ReplicaSet != sets["canary"].Name ||
+		len(x.Analyses) != 1 || x.Analyses[0].Analysis != "web" {
+		t.Errorf("status experiment %+v; want templates baseline (%s) and canary (%s), analysis web", x, sets["baseline"].Name, sets["canary"].Name)
+	}
 	stable, canary := roleReplicaSet(t, c, ns, "ke", "stable"), roleReplicaSet(t, c, ns, "ke", "canary")
 	var hashes []string
 	for tmpl, image := range map[string]string{"baseline": v1, "canary": v2} {
