@@ -82,38 +82,68 @@ func (c *checker) templateRefs(set *Set, r *Rollout, invalid map[templateID]bool
 			}
 			c.analysisRefs(set, r, path, s.Analysis, invalid)
 		}
+		if s.Experiment != nil {
+			c.experimentRefs(set, r, c.stepPaths[i]+".experiment", s.Experiment, invalid)
+		}
 	}
 }
 
 func (c *checker) analysisRefs(set *Set, r *Rollout, path string, a *Analysis, invalid map[templateID]bool) {
 	for i, ref := range a.Templates {
-		p := indexPath(path+".templates", i) + ".templateName"
-		t := set.Template(r.Namespace, ref)
+		t := c.templateRef(set, r, indexPath(path+".templates", i)+".templateName", ref, invalid)
 		if t == nil {
-			kind := KindAnalysisTemplate
-			if ref.ClusterScope {
-				kind = KindClusterAnalysisTemplate
-			}
-			id := templateID{Key{r.Namespace, ref.Name}, ref.ClusterScope}
-			if ref.ClusterScope {
-				id.Namespace = ""
-			}
-			if invalid[id] {
-				c.errorf(p, "%s %q is invalid (see its errors)", kind, ref.Name)
-			} else if ref.Name != "" {
-				c.errorf(p, "%s %q not found in the loaded files", kind, ref.Name)
-			}
 			continue
 		}
 		if r.Workload != nil && usesJudge(t) {
 			r.Workload.Baseline = true
 		}
-		for _, arg := range t.Args {
-			if arg.Value != nil || arg.FromSecret || slices.Contains(BuiltinArgs, arg.Name) || hasArg(a.Args, arg.Name) {
-				continue
+		c.templateArgs(indexPath(path+".templates", i)+".templateName", path+".args", t, a.Args)
+	}
+}
+
+// experimentRefs checks the templates of an experiment's analyses. A
+// judge metric there starts no baseline: the experiment's own templates
+// are what its analyses compare.
+func (c *checker) experimentRefs(set *Set, r *Rollout, path string, e *Experiment, invalid map[templateID]bool) {
+	for i, a := range e.Analyses {
+		p := indexPath(path+".analyses", i)
+		for _, ref := range a.Analysis.Templates {
+			if t := c.templateRef(set, r, p+".templateName", ref, invalid); t != nil {
+				c.templateArgs(p+".templateName", p+".args", t, a.Analysis.Args)
 			}
-			c.errorf(p, "template %q needs argument %q: give it in %s.args", ref.Name, arg.Name, path)
 		}
+	}
+}
+
+// templateRef finds the template ref names, or reports at path why not.
+func (c *checker) templateRef(set *Set, r *Rollout, path string, ref TemplateRef, invalid map[templateID]bool) *AnalysisTemplate {
+	t := set.Template(r.Namespace, ref)
+	if t != nil {
+		return t
+	}
+	kind := KindAnalysisTemplate
+	if ref.ClusterScope {
+		kind = KindClusterAnalysisTemplate
+	}
+	id := templateID{Key{r.Namespace, ref.Name}, ref.ClusterScope}
+	if ref.ClusterScope {
+		id.Namespace = ""
+	}
+	if invalid[id] {
+		c.errorf(path, "%s %q is invalid (see its errors)", kind, ref.Name)
+	} else if ref.Name != "" {
+		c.errorf(path, "%s %q not found in the loaded files", kind, ref.Name)
+	}
+	return nil
+}
+
+// templateArgs checks that every argument t requires is given in args.
+func (c *checker) templateArgs(path, argsPath string, t *AnalysisTemplate, args []Arg) {
+	for _, arg := range t.Args {
+		if arg.Value != nil || arg.FromSecret || slices.Contains(BuiltinArgs, arg.Name) || hasArg(args, arg.Name) {
+			continue
+		}
+		c.errorf(path, "template %q needs argument %q: give it in %s", t.Name, arg.Name, argsPath)
 	}
 }
 

@@ -91,7 +91,7 @@ func TestValidCorpus(t *testing.T) {
 func TestArgoStyleManifests(t *testing.T) {
 	files, _ := filepath.Glob("testdata/argo/*.yaml")
 	want := map[string]string{
-		"experiment-rejected.yaml":  "experiment steps are not supported",
+		"experiment-rejected.yaml":  "run sluice with --kubernetes",
 		"step-plugin-rejected.yaml": "step plugins are not supported",
 		// Kubernetes mode runs it: api/job_convert_test.go.
 		"job-standalone-rejected.yaml": "the job provider runs a Kubernetes Job",

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // DefaultNamespace is the namespace of objects that do not set one.
@@ -122,6 +123,9 @@ const (
 	StepSetHeaderRoute StepKind = "setHeaderRoute"
 	StepSetMirrorRoute StepKind = "setMirrorRoute"
 	StepSetCanaryScale StepKind = "setCanaryScale"
+	// StepExperiment runs extra ReplicaSets and their analyses
+	// (Kubernetes mode only; see Experiment).
+	StepExperiment StepKind = "experiment"
 )
 
 // Step is one canary step. Argo Rollouts allows at most one of setWeight,
@@ -143,6 +147,7 @@ type Step struct {
 	HeaderRoute *HeaderRoute `json:"setHeaderRoute,omitempty"`
 	MirrorRoute *MirrorRoute `json:"setMirrorRoute,omitempty"`
 	CanaryScale *CanaryScale `json:"setCanaryScale,omitempty"`
+	Experiment  *Experiment  `json:"experiment,omitempty"`
 	// Phase names the part of a blue-green program the step is (preview,
 	// prePromotionAnalysis, ...); empty for a canary's own steps.
 	Phase string `json:"phase,omitempty"`
@@ -165,6 +170,10 @@ func (s Step) String() string {
 	case StepAnalysis:
 		if s.Analysis != nil {
 			parts = append(parts, "analysis "+s.Analysis.TemplateNames())
+		}
+	case StepExperiment:
+		if s.Experiment != nil {
+			parts = append(parts, s.Experiment.String())
 		}
 	}
 	if s.HeaderRoute != nil {
@@ -192,6 +201,55 @@ type Pause struct {
 
 // Indefinite reports whether the pause waits for `sluice promote`.
 func (p *Pause) Indefinite() bool { return p == nil || p.Duration == 0 }
+
+// Experiment is an experiment step (Kubernetes mode): it runs Templates as
+// ReplicaSets of their own beside the canary, and Analyses against them.
+// The step is done when every analysis RequiredForCompletion has
+// succeeded, or, with none required, once Duration has passed since all
+// the templates' pods were Ready (Argo Rollouts' experiment lifecycle);
+// without either it runs until promoted. An analysis that fails or errors
+// aborts the rollout. The ReplicaSets go away when the step ends.
+type Experiment struct {
+	Duration  time.Duration        `json:"duration,omitempty"`
+	Templates []ExperimentTemplate `json:"templates"`
+	Analyses  []ExperimentAnalysis `json:"analyses,omitempty"`
+	DryRun    []string             `json:"dryRun,omitempty"`
+}
+
+// ExperimentTemplate is one ReplicaSet of an experiment: the pod template
+// of the stable or the canary version (SpecRef) with Labels and
+// Annotations added, under a pod-template hash of its own.
+type ExperimentTemplate struct {
+	Name    string  `json:"name"`
+	SpecRef SpecRef `json:"specRef"`
+	// Replicas is the number of pods (Argo's default: 1).
+	Replicas    int32             `json:"replicas"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// Selector replaces the rollout's selector (Argo's template selector),
+	// with Labels added to it as Argo does; nil keeps the rollout's.
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+	// Weight is accepted but not routed: sluice's routers have no
+	// experiment side yet (see docs/argo-compatibility.md).
+	Weight *int32 `json:"weight,omitempty"`
+}
+
+// SpecRef names the version whose pod template an experiment template runs.
+type SpecRef string
+
+// Spec refs, as Argo Rollouts names them.
+const (
+	SpecRefStable SpecRef = "stable"
+	SpecRefCanary SpecRef = "canary"
+)
+
+// ExperimentAnalysis is one analysis of an experiment, named so that its
+// result can be told from the others'.
+type ExperimentAnalysis struct {
+	Name                  string   `json:"name"`
+	Analysis              Analysis `json:"analysis"`
+	RequiredForCompletion bool     `json:"requiredForCompletion,omitempty"`
+}
 
 // Analysis is an analysis step, or the shape of background analysis.
 type Analysis struct {

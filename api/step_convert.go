@@ -9,7 +9,7 @@ import (
 )
 
 // stepKinds lists the step types sluice runs, for error messages.
-const stepKinds = "setWeight, pause, analysis, setHeaderRoute, setMirrorRoute, setCanaryScale"
+const stepKinds = "setWeight, pause, analysis, experiment, setHeaderRoute, setMirrorRoute, setCanaryScale"
 
 // cannotRunf reports an error for a file that Argo Rollouts accepts but
 // sluice cannot run; every such message starts with the same words, so a
@@ -17,6 +17,10 @@ const stepKinds = "setWeight, pause, analysis, setHeaderRoute, setMirrorRoute, s
 func (c *checker) cannotRunf(path, format string, args ...any) {
 	c.errorf(path, "sluice cannot run this: "+format, args...)
 }
+
+// experimentNeedsKubernetes is the error for an experiment step in
+// standalone mode, where sluice runs no pods.
+const experimentNeedsKubernetes = "experiment steps start ReplicaSets, and standalone sluice runs no pods: run sluice with --kubernetes (or use an analysis step)"
 
 // stepContext is what the step checks need from the rest of the rollout.
 type stepContext struct {
@@ -29,8 +33,8 @@ type stepContext struct {
 // the other types beside it (validation.hasMultipleStepsType); so does
 // sluice. See Step for the order in which a step's parts take effect.
 func (c *checker) step(path string, s *v1alpha1.CanaryStep, ctx stepContext) (Step, bool) {
-	if s.Experiment != nil {
-		c.cannotRunf(path+".experiment", "experiment steps are not supported: they start extra ReplicaSets, and sluice creates no Kubernetes workloads (use an analysis step)")
+	if s.Experiment != nil && c.mode != ModeKubernetes {
+		c.cannotRunf(path+".experiment", "%s", experimentNeedsKubernetes)
 	}
 	if s.Plugin != nil {
 		c.cannotRunf(path+".plugin", "step plugins are not supported: they are Argo Rollouts controller binaries, which sluice cannot load")
@@ -39,7 +43,7 @@ func (c *checker) step(path string, s *v1alpha1.CanaryStep, ctx stepContext) (St
 		c.errorf(path, "a step may have only one of setWeight, pause, experiment and analysis, got %s", strings.Join(main, " and "))
 		return Step{}, false
 	}
-	if s.Experiment != nil || s.Plugin != nil {
+	if s.Experiment != nil && c.mode != ModeKubernetes || s.Plugin != nil {
 		return Step{}, false
 	}
 	out := Step{Kind: stepKind(s)}
@@ -60,6 +64,9 @@ func (c *checker) step(path string, s *v1alpha1.CanaryStep, ctx stepContext) (St
 	if s.Analysis != nil {
 		a := c.analysis(path+".analysis", s.Analysis)
 		out.Analysis = &a
+	}
+	if s.Experiment != nil {
+		out.Experiment = c.experiment(path+".experiment", s.Experiment, ctx.routing)
 	}
 	if s.SetHeaderRoute != nil {
 		out.HeaderRoute = c.headerRoute(path+".setHeaderRoute", s.SetHeaderRoute, ctx.routing)
@@ -99,6 +106,8 @@ func stepKind(s *v1alpha1.CanaryStep) StepKind {
 		return StepPause
 	case s.Analysis != nil:
 		return StepAnalysis
+	case s.Experiment != nil:
+		return StepExperiment
 	case s.SetHeaderRoute != nil:
 		return StepSetHeaderRoute
 	case s.SetMirrorRoute != nil:

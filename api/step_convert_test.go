@@ -50,7 +50,7 @@ func TestMultiTypeSteps(t *testing.T) {
 		{name: "setWeight and pause", steps: `[{setWeight: 20, pause: {}}]`,
 			wantErr: "a step may have only one of setWeight, pause, experiment and analysis, got pause and setWeight"},
 		{name: "setWeight and experiment", steps: `[{setWeight: 20, experiment: {templates: [{name: a, specRef: canary}]}}]`,
-			wantErr: "sluice cannot run this: experiment steps are not supported"},
+			wantErr: "sluice cannot run this: experiment steps start ReplicaSets, and standalone sluice runs no pods: run sluice with --kubernetes"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -155,15 +155,25 @@ func stubTemplates(ro *v1alpha1.Rollout) []byte {
 			if s.Analysis != nil {
 				add(s.Analysis.Templates)
 			}
+			if s.Experiment != nil {
+				for _, a := range s.Experiment.Analyses {
+					add([]v1alpha1.AnalysisTemplateRef{{TemplateName: a.TemplateName, ClusterScope: a.ClusterScope}})
+				}
+			}
 		}
 	}
 	return []byte(b.String())
 }
 
-// sluiceVerdict loads the document with stub templates; it returns the
-// document's errors and warnings.
-func sluiceVerdict(name string, data, stubs []byte) (errs, warns api.Diagnostics) {
-	set := api.Load([]api.Source{{Name: name, Data: data}, {Name: "stubs.yaml", Data: stubs}})
+// sluiceVerdict loads the document with stub templates, in Kubernetes
+// mode for a rollout that only runs there (runsInKubernetes); it returns
+// the document's errors and warnings.
+func sluiceVerdict(name string, data, stubs []byte, kubernetes bool) (errs, warns api.Diagnostics) {
+	sources := []api.Source{{Name: name, Data: data}, {Name: "stubs.yaml", Data: stubs}}
+	set := api.Load(sources)
+	if kubernetes {
+		set = api.NewLoader(api.Limits{}).ForKubernetes().Load(sources)
+	}
 	for _, d := range set.Diagnostics {
 		if d.File != name {
 			continue
@@ -179,30 +189,34 @@ func sluiceVerdict(name string, data, stubs []byte) (errs, warns api.Diagnostics
 
 // Reasons sluice gives for the corpus files it cannot run.
 const (
-	reasonExperiment = "experiment steps are not supported: they start extra ReplicaSets"
-	reasonPlugin     = "step plugins are not supported: they are Argo Rollouts controller binaries"
+	reasonPlugin = "step plugins are not supported: they are Argo Rollouts controller binaries"
+	// reasonStandaloneExperiment is standalone mode's error for an
+	// experiment step; the oracle checks those files in Kubernetes mode.
+	reasonStandaloneExperiment = "experiment steps start ReplicaSets, and standalone sluice runs no pods: run sluice with --kubernetes"
 )
+
+// runsInKubernetes reports whether ro has a step that only Kubernetes mode
+// runs (an experiment): the oracle compares Argo's verdict with sluice's
+// in Kubernetes mode, and checks that standalone mode refuses it for that
+// reason alone.
+func runsInKubernetes(ro *v1alpha1.Rollout) bool {
+	if ro == nil || ro.Spec.Strategy.Canary == nil {
+		return false
+	}
+	for _, s := range ro.Spec.Strategy.Canary.Steps {
+		if s.Experiment != nil {
+			return true
+		}
+	}
+	return false
+}
 
 // cannotRun lists the corpus documents Argo accepts and sluice rejects, with
 // the reason sluice's error must give. Each uses a feature sluice does not
 // have (see docs/argo-compatibility.md).
 var cannotRun = map[string]string{
-	"examples/rollout-baseline-vs-canary.yaml#0":                                       reasonExperiment,
-	"examples/rollout-canary-preview.yaml#0":                                           reasonExperiment,
-	"examples/rollout-experiment-step.yaml#0":                                          reasonExperiment,
-	"examples/traffic-routing-experiment-step/istio-host-split-experiment-step.yaml#3": reasonExperiment,
-	"examples/traffic-routing-experiment-step/rollout-alb-experiment-step.yaml#4":      reasonExperiment,
-	"examples/traffic-routing-experiment-step/rollout-smi-experiment-step.yaml#3":      reasonExperiment,
-	"test/e2e/alb/rollout-alb-experiment-no-setweight.yaml#4":                          reasonExperiment,
-	"test/e2e/alb/rollout-alb-experiment.yaml#4":                                       reasonExperiment,
-	"test/e2e/alb/rollout-alb-multi-ingress-experiment-no-setweight.yaml#5":            reasonExperiment,
-	"test/e2e/alb/rollout-alb-multi-ingress-experiment.yaml#5":                         reasonExperiment,
-	"test/e2e/functional/rollout-experiment-analysis.yaml#1":                           reasonExperiment,
-	"test/e2e/istio/istio-host-split-experiment-step.yaml#3":                           reasonExperiment,
-	"test/e2e/istio/istio-subset-split-experiment-step.yaml#3":                         reasonExperiment,
-	"test/e2e/smi/rollout-smi-experiment.yaml#3":                                       reasonExperiment,
-	"test/e2e/step-plugin/disabled-rollout.yaml#0":                                     reasonPlugin,
-	"test/e2e/step-plugin/invalid-rollout.yaml#0":                                      reasonPlugin,
+	"test/e2e/step-plugin/disabled-rollout.yaml#0": reasonPlugin,
+	"test/e2e/step-plugin/invalid-rollout.yaml#0":  reasonPlugin,
 }
 
 // argoOnly lists the corpus documents Argo rejects for a rule sluice does
@@ -231,7 +245,12 @@ func TestArgoOracle(t *testing.T) {
 			if ro != nil {
 				stubs = stubTemplates(ro)
 			}
-			errs, warns := sluiceVerdict(doc.name, doc.data, stubs)
+			kube := runsInKubernetes(ro)
+			if kube {
+				counts["Kubernetes mode (experiment)"]++
+				standaloneRefuses(t, doc.name, doc.data, stubs)
+			}
+			errs, warns := sluiceVerdict(doc.name, doc.data, stubs, kube)
 			reason, listed := cannotRun[doc.name]
 			if listed && len(argoErrs) > 0 {
 				t.Errorf("listed as cannot-run, but Argo rejects it too: %v", argoErrs)
@@ -263,6 +282,20 @@ func TestArgoOracle(t *testing.T) {
 		})
 	}
 	t.Logf("%d Rollout documents (%d files not YAML, skipped): %v", len(docs), unparsable, sortedCounts(counts))
+}
+
+// standaloneRefuses checks that standalone mode refuses a rollout with an
+// experiment step at the experiment, naming Kubernetes mode.
+func standaloneRefuses(t *testing.T, name string, data, stubs []byte) {
+	t.Helper()
+	errs, _ := sluiceVerdict(name, data, stubs, false)
+	found := false
+	for _, e := range errs {
+		found = found || strings.Contains(e.Message, cannotRunMark+reasonStandaloneExperiment)
+	}
+	if !found {
+		t.Errorf("standalone mode does not refuse the experiment step naming --kubernetes:\n%s", diagText(errs))
+	}
 }
 
 func diagText(ds api.Diagnostics) string {

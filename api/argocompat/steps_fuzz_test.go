@@ -158,7 +158,7 @@ func FuzzStepsAgainstArgo(f *testing.F) {
 			t.Fatal(err)
 		}
 		ro, argoErrs := argoVerdict(data)
-		errs, warns := sluiceVerdict("r.yaml", data, stubTemplates(ro))
+		errs, warns := sluiceVerdict("r.yaml", data, stubTemplates(ro), runsInKubernetes(ro))
 		switch {
 		case len(argoErrs) == 0 && len(errs) > 0:
 			for _, e := range errs {

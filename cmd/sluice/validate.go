@@ -11,8 +11,9 @@ import (
 )
 
 type validateOptions struct {
-	output     string
-	limits     api.Limits
+	output string
+	limits api.Limits
+	// kubernetes checks the files as `sluice run --kubernetes` loads them.
 	kubernetes bool
 }
 
@@ -33,7 +34,7 @@ and excessive alias expansion are always refused).`,
 		},
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
-	cmd.Flags().BoolVar(&o.kubernetes, "kubernetes", false, "check the files as sluice run --kubernetes reads them (job metrics, the workload fields)")
+	cmd.Flags().BoolVar(&o.kubernetes, "kubernetes", false, "check the files as sluice run --kubernetes loads them (experiment steps, job metrics, the workload fields, the cluster's routers; no plugin endpoints)")
 	addStrategyLimitFlags(cmd.Flags(), &o.limits)
 	return cmd
 }

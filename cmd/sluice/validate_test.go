@@ -124,3 +124,47 @@ func TestValidateKubernetes(t *testing.T) {
 		t.Errorf("--kubernetes: exit %d, output:\n%s\nwant ok", code, out)
 	}
 }
+
+// TestValidateKubernetesMode: an experiment step runs only in Kubernetes
+// mode; `sluice validate` refuses it naming --kubernetes, and accepts it
+// with --kubernetes.
+func TestValidateKubernetesMode(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "exp.yaml")
+	doc := `apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata: {name: web}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: app, image: "shop/web:v1", ports: [{containerPort: 8080}]}]}
+  strategy:
+    canary:
+      steps:
+      - setWeight: 20
+      - experiment:
+          duration: 1m
+          templates: [{name: base, specRef: stable}, {name: cand, specRef: canary}]
+          analyses: [{name: cmp, templateName: check}]
+      trafficRouting:
+        plugins:
+          sluice.io/xds: {host: web.internal}
+---
+apiVersion: argoproj.io/v1alpha1
+kind: AnalysisTemplate
+metadata: {name: check}
+spec: {metrics: [{name: m, provider: {web: {url: "http://127.0.0.1:1/x"}}}]}
+`
+	if err := os.WriteFile(file, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runClientCmd(context.Background(), "validate", file)
+	if code := cliExitCode(err); code != 1 || !strings.Contains(out.String(), "steps[1].experiment: sluice cannot run this: experiment steps start ReplicaSets") ||
+		!strings.Contains(out.String(), "--kubernetes") {
+		t.Errorf("standalone: exit %d, output:\n%s\nwant exit 1 and the experiment refused naming --kubernetes", code, out)
+	}
+	out, _, err = runClientCmd(context.Background(), "validate", "--kubernetes", file)
+	if code := cliExitCode(err); code != 0 || !strings.Contains(out.String(), "ok: 1 rollouts, 1 analysis templates") {
+		t.Errorf("--kubernetes: exit %d, output:\n%s\nwant exit 0 and ok", code, out)
+	}
+}

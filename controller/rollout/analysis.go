@@ -31,7 +31,7 @@ func (m *machine) analysisResult(e AnalysisResult) {
 	}
 	name, kind := r.Name, r.Kind
 	m.trimRuns()
-	active := m.s.CanaryActive() && (name == m.s.StepRun || name == m.s.BackgroundRun)
+	active := m.s.CanaryActive() && (name == m.s.StepRun || name == m.s.BackgroundRun || m.s.experimentRun(name))
 	if !active {
 		return
 	}
@@ -44,6 +44,9 @@ func (m *machine) analysisResult(e AnalysisResult) {
 		if kind == RunStep && m.s.Cursor == CursorRunning {
 			m.s.Cursor = CursorDone
 			m.advance()
+		}
+		if kind == RunExperiment {
+			m.experimentProgress()
 		}
 	case AnalysisInconclusive:
 		m.s.Hold = &Hold{Kind: HoldInconclusive, Reason: reason, Run: name}

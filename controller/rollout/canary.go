@@ -146,6 +146,8 @@ func (m *machine) startWindow(st api.Step) {
 		}
 		m.s.StepRun = m.startRun(RunStep, *st.Analysis)
 		m.s.Cursor = CursorRunning
+	case api.StepExperiment:
+		m.startExperiment(st.Experiment)
 	default:
 		m.s.Cursor = CursorDone
 	}
@@ -225,6 +227,7 @@ func (m *machine) stopStepWork() {
 	}
 	m.stopRun(m.s.StepRun)
 	m.s.StepRun = ""
+	m.stopExperiment()
 	if m.s.Hold != nil && m.s.Hold.Kind == HoldInconclusive {
 		m.s.Hold = nil
 	}

@@ -159,5 +159,9 @@ func (m *machine) rerun(run string) {
 		}
 	case m.s.BackgroundRun:
 		m.s.BackgroundRun = ""
+	default:
+		if m.s.experimentRun(run) {
+			m.restartExperimentRuns()
+		}
 	}
 }

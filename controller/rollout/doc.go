@@ -19,7 +19,8 @@
 // how many pods each version runs (replicas.go, share.go), holds traffic
 // back until they are Ready (pods.go, podwait.go) and keeps a version's
 // pods after it lost its traffic until the ACK and a delay (drain.go); it
-// emits ScaleWorkloads and reads PodsReady. Standalone mode is unchanged.
+// emits ScaleWorkloads and reads PodsReady, and runs experiment steps
+// (experiment.go). Standalone mode is unchanged.
 //
 // TRANSITIONS.md lists every transition; TestTransitions covers each one,
 // and the scenario scripts in testdata/ (replayed by TestInteraction,

@@ -65,5 +65,6 @@ func (m *machine) podsReady(e PodsReady) {
 	}
 	if !m.s.Removed {
 		m.continueWait()
+		m.experimentProgress()
 	}
 }

@@ -42,6 +42,8 @@ var genSteps = []string{
 var genKubeSteps = []string{
 	"scale 2; setWeight 10; scale 50%; setWeight 30; scale match; setWeight 60; pause",
 	"setWeight 80; pause 1m; setWeight 20; scale 1; setWeight 50; pause",
+	"setWeight 20; experiment base:stable,cand:canary 30s cmp=check! other=check2; setWeight 60; pause",
+	"experiment cand:canary:2 1m other=check2; setWeight 50; experiment base:stable; pause",
 }
 
 // genSpec picks a strategy; in Kubernetes mode (kube) with a pod-template
@@ -155,6 +157,9 @@ func genEvent(src source, s State, n int, kube, queue bool) Event {
 		run := s.StepRun
 		if src.IntN(3) == 0 {
 			run = s.BackgroundRun
+		}
+		if names := s.experimentRunNames(); len(names) > 0 && src.IntN(2) == 0 {
+			run = names[src.IntN(len(names))]
 		}
 		return AnalysisResult{Run: run, Phase: genPhases[src.IntN(len(genPhases))], Metrics: []MetricStatus{{Name: "m", Value: "1"}}}
 	default:

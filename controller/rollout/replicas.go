@@ -156,6 +156,11 @@ func (s State) desiredSets() []WorkloadSet {
 	if h, ok := s.baseline(); ok {
 		sets = append(sets, WorkloadSet{Role: RoleBaseline, Version: s.StableVersion, Hash: h, Replicas: s.baselineReplicas(h), Spec: stableSpec})
 	}
+	for _, e := range s.experimentSets() {
+		if !hasHash(sets, e.Hash) {
+			sets = append(sets, e)
+		}
+	}
 	for _, d := range s.Drains {
 		// A draining version keeps its pods, and more if the rollout's
 		// replicas grew while clients may still route to it.

@@ -99,6 +99,8 @@ func mergeStepParts(parts []api.Step) api.Step {
 			out.MirrorRoute = p.MirrorRoute
 		case p.CanaryScale != nil:
 			out.CanaryScale = p.CanaryScale
+		case p.Experiment != nil:
+			out.Experiment = p.Experiment
 		}
 	}
 	return out
@@ -148,6 +150,12 @@ func parseStepPart(part string) ([]api.Step, error) {
 			mr.Match = []api.RouteMatch{{Path: &api.StringMatch{Prefix: "/"}}}
 		}
 		steps = append(steps, api.Step{Kind: api.StepSetMirrorRoute, MirrorRoute: mr})
+	case "experiment":
+		e, err := experimentOf(f[1:])
+		if err != nil {
+			return nil, err
+		}
+		steps = append(steps, api.Step{Kind: api.StepExperiment, Experiment: e})
 	case "scale":
 		scs, err := canaryScaleOf(f[1:])
 		if err != nil {
@@ -158,6 +166,48 @@ func parseStepPart(part string) ([]api.Step, error) {
 		return nil, fmt.Errorf("unknown step %q", f[0])
 	}
 	return steps, nil
+}
+
+// experimentOf reads an experiment step: "experiment NAME:REF[:N],...
+// [DURATION] [ANALYSIS=TEMPLATE[!]]...", e.g. "experiment
+// base:stable,cand:canary:2 10s cmp=judge!" (a "!" marks an analysis
+// required for completion; its args name the canary template's hash).
+func experimentOf(args []string) (*api.Experiment, error) {
+	if len(args) == 0 {
+		return nil, fmt.Errorf("experiment needs templates")
+	}
+	e := &api.Experiment{}
+	for _, t := range strings.Split(args[0], ",") {
+		parts := strings.Split(t, ":")
+		tmpl := api.ExperimentTemplate{Name: parts[0], SpecRef: api.SpecRefCanary, Replicas: 1}
+		if len(parts) > 1 {
+			tmpl.SpecRef = api.SpecRef(parts[1])
+		}
+		if len(parts) > 2 {
+			n, err := strconv.Atoi(parts[2])
+			if err != nil {
+				return nil, fmt.Errorf("experiment template %s: %w", t, err)
+			}
+			tmpl.Replicas = int32(n)
+		}
+		e.Templates = append(e.Templates, tmpl)
+	}
+	for _, a := range args[1:] {
+		name, tmpl, ok := strings.Cut(a, "=")
+		if !ok {
+			d, err := time.ParseDuration(a)
+			if err != nil {
+				return nil, fmt.Errorf("experiment: %q is neither a duration nor ANALYSIS=TEMPLATE", a)
+			}
+			e.Duration = d
+			continue
+		}
+		required := strings.HasSuffix(tmpl, "!")
+		an := analysisOf(strings.TrimSuffix(tmpl, "!"))
+		an.Args = []api.Arg{{Name: "exp-hash", Value: "{{templates." + e.Templates[len(e.Templates)-1].Name + ".podTemplateHash}}"}}
+		e.Analyses = append(e.Analyses, api.ExperimentAnalysis{Name: name, Analysis: *an, RequiredForCompletion: required})
+	}
+	return e, nil
 }
 
 // canaryScaleOf reads setCanaryScale: "scale" (replicas 1), "scale 3"
@@ -369,7 +419,7 @@ func (h *harness) run(line string) ([]string, error) {
 				return nil, fmt.Errorf("replicas: %w", err)
 			}
 		}
-		ev = PodsReady{Hash: words[1], Replicas: int32(replicas), Ready: int32(ready)}
+		ev = PodsReady{Hash: h.experimentHash(words[1]), Replicas: int32(replicas), Ready: int32(ready)}
 	case "result":
 		run := kv["run"]
 		switch run {
@@ -377,6 +427,8 @@ func (h *harness) run(line string) ([]string, error) {
 			run = h.state.StepRun
 		case "background":
 			run = h.state.BackgroundRun
+		default:
+			run = h.experimentRunName(run)
 		}
 		res := AnalysisResult{Run: run, Phase: AnalysisPhase(kv["phase"]), Message: kv["msg"],
 			Metric: kv["metric"], Value: kv["value"], Condition: kv["cond"]}
@@ -443,6 +495,36 @@ func (h *harness) timerID(kind string) string {
 	return "scaledown/none"
 }
 
+// experimentHash reads "exp:NAME" as the hash of the running
+// experiment's template NAME; any other word is a hash.
+func (h *harness) experimentHash(word string) string {
+	name, ok := strings.CutPrefix(word, "exp:")
+	if !ok || h.state.Experiment == nil {
+		return word
+	}
+	for _, s := range h.state.Experiment.Sets {
+		if s.Template.Name == name {
+			return s.Hash
+		}
+	}
+	return word
+}
+
+// experimentRunName reads "exp:NAME" as the run of the running
+// experiment's analysis NAME; any other word is a run name.
+func (h *harness) experimentRunName(word string) string {
+	name, ok := strings.CutPrefix(word, "exp:")
+	if !ok || h.state.Experiment == nil {
+		return word
+	}
+	for _, r := range h.state.Experiment.Runs {
+		if r.Analysis == name {
+			return r.Run
+		}
+	}
+	return word
+}
+
 func formatAction(a Action) string {
 	switch a := a.(type) {
 	case ScaleWorkloads:
@@ -495,6 +577,9 @@ func formatAction(a Action) string {
 		for _, k := range keys {
 			args = append(args, k+"="+a.Args[k])
 		}
+		for _, arg := range a.Analysis.Args {
+			args = append(args, "arg:"+arg.Name+"="+arg.Value)
+		}
 		return fmt.Sprintf("start-analysis %s kind=%s templates=%s %s", a.Run, a.Kind, a.Analysis.TemplateNames(), strings.Join(args, " "))
 	case StopAnalysis:
 		return "stop-analysis " + a.Run
@@ -545,6 +630,15 @@ func formatState(s State) string {
 	if w := s.Wait; w != nil && w.Timer != nil {
 		out += " deadline=" + w.Timer.ID
 	}
+	if x := s.Experiment; x != nil {
+		out += fmt.Sprintf(" experiment=step%d", x.Step)
+		if x.Available {
+			out += ",available"
+		}
+		if x.Elapsed {
+			out += ",elapsed"
+		}
+	}
 	for _, d := range s.Drains {
 		if d.Timer != nil {
 			out += " scaledown=" + d.Timer.ID
@@ -584,8 +678,14 @@ func checkInvariants(s State) error {
 			active++
 		}
 	}
-	if active > 2 {
+	if active > 2+len(s.experimentRunNames()) {
 		return fmt.Errorf("%d unfinished runs", active)
+	}
+	if x := s.Experiment; x != nil {
+		st, ok := (&machine{s: s}).currentStep()
+		if !s.CanaryActive() || !ok || st.Experiment == nil || x.Step != s.StepIndex {
+			return fmt.Errorf("experiment of step %d runs at step %d (active %v)", x.Step, s.StepIndex, s.CanaryActive())
+		}
 	}
 	if fin := len(s.Runs) - active; fin > maxFinishedRuns {
 		return fmt.Errorf("%d finished runs kept", fin)

@@ -255,6 +255,9 @@ type State struct {
 	// MarkedAborted is the hash of the set the last ScaleWorkloads marked
 	// aborted ("" for none): a new mark goes ahead of the traffic.
 	MarkedAborted string `json:"markedAborted,omitempty"`
+	// Experiment is the current step's experiment while it runs
+	// (experiment.go); its sets are part of the desired sets.
+	Experiment *ExperimentRun `json:"experiment,omitempty"`
 }
 
 // Steps are the steps of the spec in force.
@@ -298,6 +301,7 @@ func (s State) clone() State {
 	c.Shares = cloneSlice(s.Shares)
 	c.Pods = cloneSlice(s.Pods)
 	c.Workloads = cloneSlice(s.Workloads)
+	c.Experiment = s.Experiment.clone()
 	return c
 }
 

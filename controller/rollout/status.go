@@ -46,6 +46,9 @@ type Status struct {
 	// Queued is set while a new canary waits for a canary slot
 	// (--max-concurrent-canaries); see WithQueuePosition.
 	Queued *QueueStatus `json:"queued,omitempty"`
+	// Experiment is the current step's experiment while it runs
+	// (Kubernetes mode; experiment_status.go).
+	Experiment *ExperimentStatus `json:"experiment,omitempty"`
 }
 
 // WritebackStatus is what sluice wrote back to git for a rollout
@@ -129,6 +132,7 @@ func (s State) Status() Status {
 		MirrorRoutes:  mirrorRoutes(s.MirrorRoutes),
 		Traffic:       s.trafficStatus(),
 		Queued:        queueStatus(s.Queued),
+		Experiment:    s.experimentStatus(),
 	}
 	runs := s.Runs
 	if len(runs) > maxFinishedRuns {

@@ -156,8 +156,8 @@ func (m *machine) invalid(e Invalid) {
 	m.alert(AlertStrategyInvalid, e.Commit, reason)
 }
 
-// timerFired completes a timed pause, ends a scale-down delay or acts on
-// a progress deadline; a stale id is ignored.
+// timerFired completes a timed pause, ends a scale-down delay, acts on
+// a progress deadline or moves an experiment on; a stale id is ignored.
 func (m *machine) timerFired(e TimerFired) {
 	if m.drainTimerFired(e.ID) || m.deadlineFired(e.ID) {
 		return
@@ -169,7 +169,12 @@ func (m *machine) timerFired(e TimerFired) {
 	if !m.s.CanaryActive() || m.s.Cursor != CursorRunning {
 		return
 	}
-	if st, ok := m.currentStep(); ok && st.Kind == api.StepPause {
+	st, _ := m.currentStep()
+	switch st.Kind {
+	case api.StepExperiment:
+		m.experimentTimer() // the deadline or the duration
+		return
+	case api.StepPause:
 		m.s.Cursor = CursorDone
 	}
 	m.advance()
@@ -248,7 +253,7 @@ func (m *machine) restart() {
 		m.emit(StartTimer{Timer: *w.Timer})
 	}
 	m.rearmDrains()
-	for _, name := range []string{m.s.StepRun, m.s.BackgroundRun} {
+	for _, name := range append([]string{m.s.StepRun, m.s.BackgroundRun}, m.s.experimentRunNames()...) {
 		if r := m.s.run(name); r != nil && !r.Phase.Terminal() {
 			m.emit(StartAnalysis{Rollout: m.s.Key, Run: r.Name, Kind: r.Kind, Analysis: r.Analysis, Args: r.Args})
 		}

@@ -86,6 +86,9 @@ func phaseAndMessage(s State) (Phase, string) {
 		if st.Kind == "pause" {
 			return PhasePaused, msg + ackNote(s)
 		}
+		if x := s.Experiment; x != nil && !x.Available {
+			msg += " (waiting for the experiment's pods to be Ready)"
+		}
 	}
 	return PhaseProgressing, msg + ackNote(s)
 }

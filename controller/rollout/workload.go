@@ -34,6 +34,10 @@ type WorkloadSet struct {
 	// never as a canary to resume. A retry or a new version leaves it out
 	// again, which clears it.
 	Aborted bool `json:"aborted,omitempty"`
+	// Experiment is the template an experiment set runs (RoleExperiment):
+	// Spec's pod template with its labels and annotations, under its own
+	// ReplicaSet name (api.ExperimentReplicaSetName).
+	Experiment *api.ExperimentTemplate `json:"experiment,omitempty"`
 }
 
 // Position is a canary's step index and the canary weight of its traffic.

@@ -182,7 +182,7 @@ type runSpan struct {
 
 func (r *Runner) startRunSpan(s rollout.State, a rollout.StartAnalysis) *runSpan {
 	parent := tracing.Parent(context.Background(), s.Commit, s.Key.String())
-	if a.Kind == rollout.RunStep {
+	if a.Kind == rollout.RunStep || a.Kind == rollout.RunExperiment {
 		parent = parentOf(s)
 	}
 	ctx, span := tracing.Start(parent, r.tracer, "analysis.run", s.Commit, []string{s.Key.String(), "run", a.Run},

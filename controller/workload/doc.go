@@ -9,9 +9,11 @@
 //  2. Start(ctx) starts them, waits for their caches and runs one worker
 //     that turns cache changes into OnReady and OnEndpoints callbacks.
 //  3. Scale applies one ScaleWorkloads (server-side apply, field manager
-//     "sluice"): one ReplicaSet "<rollout>-<hash>" per set, adopting a
+//     "sluice"): one ReplicaSet "<rollout>-<hash>" per set (an experiment
+//     template's "<rollout>-<template>-<hash>", experiment.go), adopting a
 //     pre-existing one of the same hash, every other ReplicaSet of the
-//     rollout at 0 replicas within its revision history and deleted past it,
+//     rollout at 0 replicas within its revision history and deleted past it
+//     (an experiment's at once),
 //     and the selectors of the rollout's canary and stable Services pinned to
 //     their side's hash.
 //  4. Readiness, Endpoints and Status read the caches.

@@ -97,7 +97,7 @@ func planScale(rolloutName string, sets []rollout.WorkloadSet, have []replicaSet
 	}
 	chosen := map[string]bool{}
 	for _, s := range byRevisionOrder(sets) {
-		step := applyStep{Set: s, Name: replicaSetName(rolloutName, s.Hash)}
+		step := applyStep{Set: s, Name: setName(rolloutName, s)}
 		if f, ok := adoptable(rolloutName, s.Hash, have); ok {
 			step.Name = f.Name
 			if stillWanted(f) {
@@ -125,6 +125,9 @@ func planScale(rolloutName string, sets []rollout.WorkloadSet, have []replicaSet
 	})
 	for i, f := range old {
 		switch {
+		case f.Role == string(rollout.RoleExperiment):
+			// An experiment's pods get no traffic: nothing to keep.
+			p.Delete = append(p.Delete, f.Name)
 		case i >= historyLimit:
 			p.Delete = append(p.Delete, f.Name)
 		case f.Replicas != 0 || f.Role != RoleInactive:
@@ -139,7 +142,7 @@ func planScale(rolloutName string, sets []rollout.WorkloadSet, have []replicaSet
 // from elsewhere (no role) becomes the newest.
 func stillWanted(f replicaSetFacts) bool {
 	switch rollout.WorkloadRole(f.Role) {
-	case rollout.RoleStable, rollout.RoleCanary, rollout.RoleBaseline, rollout.RoleOld:
+	case rollout.RoleStable, rollout.RoleCanary, rollout.RoleBaseline, rollout.RoleOld, rollout.RoleExperiment:
 		return f.Revision > 0
 	}
 	return false
@@ -149,7 +152,7 @@ func stillWanted(f replicaSetFacts) bool {
 // old version first, then stable, then the canary (the newest) and its
 // baseline, started with it.
 func byRevisionOrder(sets []rollout.WorkloadSet) []rollout.WorkloadSet {
-	rank := map[rollout.WorkloadRole]int{rollout.RoleOld: 0, rollout.RoleStable: 1, rollout.RoleCanary: 2, rollout.RoleBaseline: 3}
+	rank := map[rollout.WorkloadRole]int{rollout.RoleOld: 0, rollout.RoleStable: 1, rollout.RoleCanary: 2, rollout.RoleBaseline: 3, rollout.RoleExperiment: 4}
 	out := slices.Clone(sets)
 	slices.SortStableFunc(out, func(a, b rollout.WorkloadSet) int { return cmp.Compare(rank[a.Role], rank[b.Role]) })
 	return out

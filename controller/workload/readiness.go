@@ -38,10 +38,15 @@ func (m *Manager) Readiness(key api.Key) []rollout.PodsReady {
 // controllers at different moments: traffic pushed because N pods are
 // Ready must find N endpoints.
 func readinessOf(rs *appsv1.ReplicaSet, endpoints int) rollout.PodsReady {
+	ready := min(rs.Status.ReadyReplicas, int32(endpoints))
+	if rs.Annotations[AnnotationRole] == string(rollout.RoleExperiment) {
+		// An experiment's pods carry no traffic: Ready is Ready.
+		ready = rs.Status.ReadyReplicas
+	}
 	return rollout.PodsReady{
 		Hash:     rs.Labels[LabelHash],
 		Replicas: rs.Status.Replicas,
-		Ready:    min(rs.Status.ReadyReplicas, int32(endpoints)),
+		Ready:    ready,
 	}
 }
 

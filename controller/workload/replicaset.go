@@ -42,7 +42,10 @@ func replicaSetApplyBeside(namespace, rolloutName string, step applyStep, schedu
 	}
 	ours := ourLabels(rolloutName, s.Hash)
 	tmpl := spec.Template.DeepCopy()
-	if isBaseline(s) {
+	selector := spec.Selector
+	if isExperiment(s) {
+		tmpl, selector = experimentPodTemplate(s), experimentSelector(s)
+	} else if isBaseline(s) {
 		tmpl = api.BaselineTemplate(&spec.Template)
 		if canary != "" {
 			if tmpl.Annotations == nil {
@@ -65,7 +68,7 @@ func replicaSetApplyBeside(namespace, rolloutName string, step applyStep, schedu
 		WithSpec(appsv1ac.ReplicaSetSpec().
 			WithReplicas(s.Replicas).
 			WithMinReadySeconds(spec.MinReadySeconds).
-			WithSelector(selectorApply(spec.Selector, s.Hash)).
+			WithSelector(selectorApply(selector, s.Hash)).
 			WithTemplate(template)), nil
 }
 
