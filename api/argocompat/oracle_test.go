@@ -1,10 +1,7 @@
 package argocompat
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -15,7 +12,6 @@ import (
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/validation"
-	yaml "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsyaml "sigs.k8s.io/yaml"
 
@@ -80,89 +76,185 @@ func rolloutCorpus(t *testing.T, moduleDir string) (docs []corpusDoc, unparsable
 
 // rolloutDocs splits a file into documents and re-encodes each Rollout.
 func rolloutDocs(name string, data []byte) ([]corpusDoc, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var out []corpusDoc
-	for i := 0; ; i++ {
-		var n yaml.Node
-		err := dec.Decode(&n)
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		var head struct {
-			APIVersion string `yaml:"apiVersion"`
-			Kind       string `yaml:"kind"`
-		}
-		if n.Decode(&head) != nil || head.Kind != "Rollout" || !strings.HasPrefix(head.APIVersion, "argoproj.io/") {
-			continue
-		}
-		b, err := yaml.Marshal(&n)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, corpusDoc{name: fmt.Sprintf("%s#%d", name, i), data: b})
-	}
+	return docsOfKind(name, data, "Rollout")
 }
 
 // argoVerdict is what Argo's validation says of a document: the errors of
-// ValidateRollout, plus ValidateRolloutReferencedResources with no
-// referenced objects. The referenced objects (Services, Ingresses,
-// VirtualServices, AnalysisTemplates) live in a cluster; with none given
-// Argo checks none, and the sluice side gets stub templates (stubTemplates)
-// so that neither side fails only for a missing object.
-func argoVerdict(data []byte) (*v1alpha1.Rollout, field.ErrorList) {
-	var ro v1alpha1.Rollout
-	if err := sigsyaml.Unmarshal(data, &ro); err != nil {
-		return nil, field.ErrorList{field.InternalError(field.NewPath("decode"), err)}
+// ValidateRollout, plus ValidateRolloutReferencedResources with the
+// analysis templates found beside it (refs). Services, Ingresses and
+// VirtualServices live in a cluster; with none given Argo checks none.
+func argoVerdict(ro *v1alpha1.Rollout, decodeErr error, refs []validation.AnalysisTemplatesWithType) field.ErrorList {
+	if decodeErr != nil {
+		return field.ErrorList{field.InternalError(field.NewPath("decode"), decodeErr)}
 	}
-	errs := validation.ValidateRollout(&ro)
-	errs = append(errs, validation.ValidateRolloutReferencedResources(&ro, validation.ReferencedResources{})...)
-	return &ro, errs
+	errs := validation.ValidateRollout(ro)
+	return append(errs, validation.ValidateRolloutReferencedResources(ro, validation.ReferencedResources{AnalysisTemplatesWithType: refs})...)
 }
 
-// stubTemplates defines every analysis template ro names, with one metric
-// and no arguments, standing in for the cluster's templates.
-func stubTemplates(ro *v1alpha1.Rollout) []byte {
+func decodeRollout(data []byte) (*v1alpha1.Rollout, error) {
+	var ro v1alpha1.Rollout
+	if err := sigsyaml.Unmarshal(data, &ro); err != nil {
+		return nil, err
+	}
+	return &ro, nil
+}
+
+// templateIndex holds the corpus's analysis templates by kind/name.
+type templateIndex map[string][]corpusDoc
+
+func newTemplateIndex(docs []corpusDoc) templateIndex {
+	idx := templateIndex{}
+	for _, d := range docs {
+		var head struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		if sigsyaml.Unmarshal(d.data, &head) == nil {
+			idx[head.Kind+"/"+head.Metadata.Name] = append(idx[head.Kind+"/"+head.Metadata.Name], d)
+		}
+	}
+	return idx
+}
+
+// beside finds the template kind/name the Rollout document rolloutDoc
+// names: in its own file first, then in its directory, then anywhere in
+// the corpus (Argo's e2e tests apply a directory's files together).
+func (idx templateIndex) beside(kind, name, rolloutDoc string) (corpusDoc, bool) {
+	cands := idx[kind+"/"+name]
+	file, _, _ := strings.Cut(rolloutDoc, "#")
+	for _, match := range []func(string) bool{
+		func(f string) bool { return f == file },
+		func(f string) bool { return filepath.Dir(f) == filepath.Dir(file) },
+		func(string) bool { return true },
+	} {
+		for _, c := range cands {
+			if f, _, _ := strings.Cut(c.name, "#"); match(f) {
+				return c, true
+			}
+		}
+	}
+	return corpusDoc{}, false
+}
+
+// referenced is what a Rollout's analyses name, with the templates found.
+type referenced struct {
+	// sluice is every template the rollout names, for sluice to load: the
+	// corpus's own beside it, in the rollout's namespace, or a stub with
+	// one Prometheus metric and no arguments where the corpus has none.
+	sluice []byte
+	// argo are the found templates by analysis, as Argo's controller
+	// hands them to ValidateRolloutReferencedResources.
+	argo []validation.AnalysisTemplatesWithType
+	// found and stubbed count the templates of each origin; jobs counts
+	// the found ones with a job metric (they run in Kubernetes mode only).
+	found, stubbed, jobs int
+}
+
+// templatesFor collects the templates ro (the document docName) names.
+func templatesFor(ro *v1alpha1.Rollout, docName string, idx templateIndex) referenced {
+	var r referenced
 	seen := map[string]bool{}
 	var b strings.Builder
-	add := func(refs []v1alpha1.AnalysisTemplateRef) {
+	group := func(typ validation.AnalysisTemplateType, step int, refs []v1alpha1.AnalysisTemplateRef, args []v1alpha1.AnalysisRunArgument, forArgo bool) {
+		g := validation.AnalysisTemplatesWithType{TemplateType: typ, CanaryStepIndex: step, Args: args}
 		for _, ref := range refs {
 			kind, ns := "AnalysisTemplate", ro.Namespace
 			if ref.ClusterScope != nil && *ref.ClusterScope {
 				kind, ns = "ClusterAnalysisTemplate", ""
 			}
-			if ref.TemplateName == "" || seen[kind+"/"+ref.TemplateName] {
+			if ref.TemplateName == "" {
+				continue
+			}
+			doc, ok := idx.beside(kind, ref.TemplateName, docName)
+			if ok && forArgo {
+				addArgoTemplate(&g, kind, doc.data)
+			}
+			if seen[kind+"/"+ref.TemplateName] {
 				continue
 			}
 			seen[kind+"/"+ref.TemplateName] = true
-			fmt.Fprintf(&b, "---\napiVersion: argoproj.io/v1alpha1\nkind: %s\nmetadata: {name: %q, namespace: %q}\nspec: {metrics: [{name: m, provider: {prometheus: {address: 'http://127.0.0.1:9090', query: up}}}]}\n", kind, ref.TemplateName, ns)
+			if !ok {
+				r.stubbed++
+				fmt.Fprintf(&b, "---\napiVersion: argoproj.io/v1alpha1\nkind: %s\nmetadata: {name: %q, namespace: %q}\nspec: {metrics: [{name: m, provider: {prometheus: {address: 'http://127.0.0.1:9090', query: up}}}]}\n", kind, ref.TemplateName, ns)
+				continue
+			}
+			r.found++
+			if strings.Contains(string(doc.data), "job:") {
+				r.jobs++
+			}
+			b.WriteString("---\n")
+			b.Write(inNamespace(doc.data, ns))
+		}
+		if forArgo && (len(g.AnalysisTemplates) > 0 || len(g.ClusterAnalysisTemplates) > 0) {
+			r.argo = append(r.argo, g)
 		}
 	}
 	if bg := ro.Spec.Strategy.BlueGreen; bg != nil {
-		for _, a := range []*v1alpha1.RolloutAnalysis{bg.PrePromotionAnalysis, bg.PostPromotionAnalysis} {
-			if a != nil {
-				add(a.Templates)
-			}
+		if a := bg.PrePromotionAnalysis; a != nil {
+			group(validation.PrePromotionAnalysis, 0, a.Templates, a.Args, true)
+		}
+		if a := bg.PostPromotionAnalysis; a != nil {
+			group(validation.PostPromotionAnalysis, 0, a.Templates, a.Args, true)
 		}
 	}
 	if c := ro.Spec.Strategy.Canary; c != nil {
 		if c.Analysis != nil {
-			add(c.Analysis.Templates)
+			group(validation.BackgroundAnalysis, 0, c.Analysis.Templates, c.Analysis.Args, true)
 		}
-		for _, s := range c.Steps {
+		for i, s := range c.Steps {
 			if s.Analysis != nil {
-				add(s.Analysis.Templates)
+				group(validation.InlineAnalysis, i, s.Analysis.Templates, s.Analysis.Args, true)
 			}
 			if s.Experiment != nil {
+				// Argo's rollout validation leaves experiment analyses
+				// to the experiment controller.
 				for _, a := range s.Experiment.Analyses {
-					add([]v1alpha1.AnalysisTemplateRef{{TemplateName: a.TemplateName, ClusterScope: a.ClusterScope}})
+					group(validation.InlineAnalysis, i, []v1alpha1.AnalysisTemplateRef{{TemplateName: a.TemplateName, ClusterScope: a.ClusterScope}}, nil, false)
 				}
 			}
 		}
 	}
-	return []byte(b.String())
+	r.sluice = []byte(b.String())
+	return r
+}
+
+// addArgoTemplate decodes a template for Argo's validation.
+func addArgoTemplate(g *validation.AnalysisTemplatesWithType, kind string, data []byte) {
+	if kind == "ClusterAnalysisTemplate" {
+		var t v1alpha1.ClusterAnalysisTemplate
+		if sigsyaml.Unmarshal(data, &t) == nil {
+			g.ClusterAnalysisTemplates = append(g.ClusterAnalysisTemplates, &t)
+		}
+		return
+	}
+	var t v1alpha1.AnalysisTemplate
+	if sigsyaml.Unmarshal(data, &t) == nil {
+		g.AnalysisTemplates = append(g.AnalysisTemplates, &t)
+	}
+}
+
+// inNamespace sets a namespaced template's metadata.namespace (Argo's
+// e2e tests apply templates and rollouts to one namespace).
+func inNamespace(data []byte, ns string) []byte {
+	if ns == "" {
+		return data
+	}
+	var obj map[string]any
+	if sigsyaml.Unmarshal(data, &obj) != nil {
+		return data
+	}
+	meta, _ := obj["metadata"].(map[string]any)
+	if meta == nil {
+		return data
+	}
+	meta["namespace"] = ns
+	out, err := sigsyaml.Marshal(obj)
+	if err != nil {
+		return data
+	}
+	return out
 }
 
 // sluiceVerdict loads the document with stub templates, in Kubernetes
@@ -237,18 +329,29 @@ func TestArgoOracle(t *testing.T) {
 	if len(docs) < 50 {
 		t.Fatalf("found %d Rollout documents, want the whole corpus (at least 50)", len(docs))
 	}
+	idx := newTemplateIndex(templateCorpus(t, argoModuleDir(t)))
 	counts := map[string]int{}
 	for _, doc := range docs {
-		ro, argoErrs := argoVerdict(doc.data)
+		ro, decodeErr := decodeRollout(doc.data)
+		var refs referenced
+		if ro != nil {
+			refs = templatesFor(ro, doc.name, idx)
+		}
+		argoErrs := argoVerdict(ro, decodeErr, refs.argo)
+		counts["templates found beside"] += refs.found
+		counts["templates stubbed"] += refs.stubbed
 		t.Run(doc.name, func(t *testing.T) {
-			var stubs []byte
-			if ro != nil {
-				stubs = stubTemplates(ro)
-			}
+			stubs := refs.sluice
 			kube := runsInKubernetes(ro)
 			if kube {
 				counts["Kubernetes mode (experiment)"]++
 				standaloneRefuses(t, doc.name, doc.data, stubs)
+			}
+			if refs.jobs > 0 {
+				// A job metric runs in Kubernetes mode only (standalone
+				// mode refuses its template).
+				counts["Kubernetes mode (job metric)"]++
+				kube = true
 			}
 			errs, warns := sluiceVerdict(doc.name, doc.data, stubs, kube)
 			reason, listed := cannotRun[doc.name]

@@ -157,8 +157,13 @@ func FuzzStepsAgainstArgo(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ro, argoErrs := argoVerdict(data)
-		errs, warns := sluiceVerdict("r.yaml", data, stubTemplates(ro), runsInKubernetes(ro))
+		ro, decodeErr := decodeRollout(data)
+		argoErrs := argoVerdict(ro, decodeErr, nil)
+		var stubs []byte
+		if ro != nil {
+			stubs = templatesFor(ro, "r.yaml", nil).sluice
+		}
+		errs, warns := sluiceVerdict("r.yaml", data, stubs, runsInKubernetes(ro))
 		switch {
 		case len(argoErrs) == 0 && len(errs) > 0:
 			for _, e := range errs {
