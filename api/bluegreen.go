@@ -147,9 +147,9 @@ func (c *checker) blueGreenSteps(r *Rollout, bg *v1alpha1.BlueGreenStrategy) []S
 	return steps
 }
 
-// blueGreenAnalysis appends an analysis step read from path. stepPaths
-// holds the path minus ".analysis" for templateRefs, which appends it;
-// analysisPaths keeps the exact one.
+// blueGreenAnalysis appends an analysis step read from path, recording
+// path as the step's field path and as its analysis's (analysisPaths), for
+// the template checks.
 func (c *checker) blueGreenAnalysis(steps *[]Step, a *v1alpha1.RolloutAnalysis, phase, path string) {
 	an := c.analysis(path, a)
 	*steps = append(*steps, Step{Kind: StepAnalysis, Analysis: &an, Phase: phase})
