@@ -84,3 +84,43 @@ func TestBlueGreenRoutingErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestBlueGreenHostConflicts: a blue-green rollout's preview host is a
+// host like any other: naming another rollout's host is a conflict at the
+// annotation.
+func TestBlueGreenHostConflicts(t *testing.T) {
+	set := Load([]Source{{Name: "a.yaml", Data: []byte(`apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata:
+  name: bg
+  annotations:
+    sluice.io/xds: |
+      host: bg.shop
+      previewHost: web.shop
+      endpoints: {"shop/bg:1": ["10.0.0.1:80"]}
+spec:
+  template: {spec: {containers: [{name: app, image: "shop/bg:1"}]}}
+  strategy: {blueGreen: {activeService: bg}}
+---
+apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata: {name: web}
+spec:
+  template: {spec: {containers: [{name: app, image: "shop/web:1"}]}}
+  strategy:
+    canary:
+      trafficRouting:
+        plugins:
+          sluice.io/xds: {host: web.shop, endpoints: {"shop/web:1": ["10.0.0.2:80"]}}
+`)}})
+	if len(set.HostConflicts) != 1 || set.HostConflicts[0].Host != "web.shop" {
+		t.Fatalf("conflicts %+v; want web.shop claimed twice", set.HostConflicts)
+	}
+	fields := map[string]bool{}
+	for _, d := range set.HostDiagnostics() {
+		fields[d.Field] = true
+	}
+	if !fields["metadata.annotations[sluice.io/xds].previewHost"] || !fields[HostField] {
+		t.Errorf("diagnostic fields %v; want the preview host's and the canary's host field", fields)
+	}
+}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -18,6 +19,9 @@ type HostClaim struct {
 	Key  Key    `json:"key"`
 	File string `json:"file"`
 	Line int    `json:"line"`
+	// Field is the claiming field when it is not HostField (a blue-green
+	// rollout's sluice.io/xds annotation).
+	Field string `json:"field,omitempty"`
 }
 
 // HostField is the field path of a rollout's sluice.io/xds host.
@@ -32,7 +36,11 @@ func (hc HostConflict) Diagnostic(c HostClaim) Diagnostic {
 			others = append(others, fmt.Sprintf("rollout %s (%s:%d)", o.Key, o.File, o.Line))
 		}
 	}
-	return Diagnostic{File: c.File, Line: c.Line, Field: HostField, Severity: SeverityError,
+	field := HostField
+	if c.Field != "" {
+		field = c.Field
+	}
+	return Diagnostic{File: c.File, Line: c.Line, Field: field, Severity: SeverityError,
 		Message: fmt.Sprintf("host %q is also claimed by %s: one host has one owner (the daemon keeps the rollout that held it first and refuses the others)", hc.Host, strings.Join(others, ", "))}
 }
 
@@ -57,17 +65,15 @@ func hostConflicts(docs []*document, rollouts []*Rollout) []HostConflict {
 	index := map[string]int{}
 	var all []HostConflict
 	for i, r := range rollouts {
-		if r.XDS == nil || r.XDS.Host == "" {
-			continue
+		for _, hc := range hostClaims(r, docs[i]) {
+			j, seen := index[hc.host]
+			if !seen {
+				j = len(all)
+				index[hc.host] = j
+				all = append(all, HostConflict{Host: hc.host})
+			}
+			all[j].Claims = append(all[j].Claims, hc.claim)
 		}
-		claim := HostClaim{Key: r.Key, File: r.File, Line: docs[i].walk.line(HostField)}
-		j, seen := index[r.XDS.Host]
-		if !seen {
-			j = len(all)
-			index[r.XDS.Host] = j
-			all = append(all, HostConflict{Host: r.XDS.Host})
-		}
-		all[j].Claims = append(all[j].Claims, claim)
 	}
 	var out []HostConflict
 	for _, hc := range all {
@@ -75,5 +81,30 @@ func hostConflicts(docs []*document, rollouts []*Rollout) []HostConflict {
 			out = append(out, hc)
 		}
 	}
+	return out
+}
+
+// hostClaim is one host a rollout claims.
+type hostClaim struct {
+	host  string
+	claim HostClaim
+}
+
+// hostClaims are the hosts r claims: its sluice.io/xds host, and a
+// blue-green rollout's preview host (both in the annotation).
+func hostClaims(r *Rollout, doc *document) []hostClaim {
+	if r.XDS == nil || r.XDS.Host == "" {
+		return nil
+	}
+	if !r.IsBlueGreen() {
+		return []hostClaim{{r.XDS.Host, HostClaim{Key: r.Key, File: r.File, Line: doc.walk.line(HostField)}}}
+	}
+	var out []hostClaim
+	for field, host := range map[string]string{xdsAnnotationPath + ".host": r.XDS.Host, xdsAnnotationPath + ".previewHost": r.XDS.PreviewHost} {
+		if host != "" {
+			out = append(out, hostClaim{host, HostClaim{Key: r.Key, File: r.File, Line: doc.walk.line(xdsAnnotationPath), Field: field}})
+		}
+	}
+	slices.SortFunc(out, func(a, b hostClaim) int { return strings.Compare(a.claim.Field, b.claim.Field) })
 	return out
 }
