@@ -22,7 +22,19 @@ type previewTraffic struct {
 	next runner.Traffic
 }
 
-var _ runner.Traffic = previewTraffic{}
+var (
+	_ runner.Traffic = previewTraffic{}
+	_ runner.Clients = previewTraffic{}
+)
+
+// Clients is the number of connected xDS clients, when the wrapped
+// traffic can tell (the runner's ACK spans record it).
+func (p previewTraffic) Clients() int {
+	if c, ok := p.next.(runner.Clients); ok {
+		return c.Clients()
+	}
+	return 0
+}
 
 // previewKey is the gateway key of a rollout's preview host. A rollout
 // name holds no '/', so it never names a real rollout.
