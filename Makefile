@@ -1,5 +1,5 @@
 # Packages whose code runs goroutines: their tests run with the race detector.
-RACE_PKGS := ./gitwatch/... ./gateway/... ./analysis/... ./controller/... ./cmd/sluice/internal/...
+RACE_PKGS := ./gitwatch/... ./gateway/... ./analysis/... ./controller/... ./scheduler/... ./cmd/sluice/internal/...
 
 .PHONY: test deps vet lint unit race bench soak fuzz fuzz-short
 
@@ -21,7 +21,7 @@ vet:
 TEST_TIMEOUT ?= 40m
 
 unit:
-	go test -count=1 -timeout $(TEST_TIMEOUT) $$(go list ./... | grep -v -E '/(gitwatch|gateway|analysis|controller|cmd/sluice/internal)(/|$$)')
+	go test -count=1 -timeout $(TEST_TIMEOUT) $$(go list ./... | grep -v -E '/(gitwatch|gateway|analysis|controller|scheduler|cmd/sluice/internal)(/|$$)')
 	# gitwatch's memory tests (K3, N5) skip themselves under -race.
 	go test -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestHugeBlob|TestDeepTree)$$' ./gitwatch/
 
@@ -59,11 +59,11 @@ bench: deps
 	go test -run '^$$' -bench 'BenchmarkMeasurement' -benchmem -benchtime 20x ./analysis/
 	go test -run '^$$' -bench 'BenchmarkPushToRevision' -benchtime 10x ./gitwatch/
 	go test -run '^$$' -bench 'BenchmarkLargeRepo' -benchtime 1x ./gitwatch/
-	go test -run '^$$' -bench 'BenchmarkSchedule' -benchtime 1x ./controller/scheduler/
+	go test -run '^$$' -bench 'BenchmarkSchedule' -benchtime 1x ./scheduler/
 	go test -run '^$$' -bench 'BenchmarkCommitToTraffic' -benchtime 5x ./e2e/
 	go test -run '^$$' -bench 'BenchmarkDashboardList1000' -benchtime 20x ./controller/dashboard/
 	go test -run '^$$' -bench 'BenchmarkScaleTo20Ready' -benchtime 5x ./controller/workload/
-	go test -run '^$$' -bench 'BenchmarkBindRate' -benchtime 1x -timeout 30m ./controller/scheduler/kube/
+	go test -run '^$$' -bench 'BenchmarkBindRate' -benchtime 1x -timeout 30m ./scheduler/kube/
 	go run ./gateway/bench -n 1000 -changes 3
 
 # e2e and the race packages SOAK_N times (default 5) under two busy loops,

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluice-dev/sluice/api"
-	"github.com/sluice-dev/sluice/controller/scheduler/plan"
+	"github.com/sluice-dev/sluice/scheduler/plan"
 	"github.com/spf13/cobra"
 	sigsyaml "sigs.k8s.io/yaml"
 )

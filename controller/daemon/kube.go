@@ -17,13 +17,13 @@ import (
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/rollout"
 	"github.com/sluice-dev/sluice/controller/runner"
-	"github.com/sluice-dev/sluice/controller/scheduler/kube"
 	"github.com/sluice-dev/sluice/controller/workload"
 	"github.com/sluice-dev/sluice/controller/workloadref"
 	"github.com/sluice-dev/sluice/gateway"
 	"github.com/sluice-dev/sluice/gateway/gatewayapi"
 	"github.com/sluice-dev/sluice/gateway/istio"
 	"github.com/sluice-dev/sluice/gateway/kubeservice"
+	"github.com/sluice-dev/sluice/scheduler/kube"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 )
 

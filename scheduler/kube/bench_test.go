@@ -46,7 +46,7 @@ func benchEnv(name string, def int) int {
 // cold start; then the time from creating a 20-pod canary ReplicaSet to
 // all its pods bound by sluice, over 10 runs. Run it alone:
 //
-//	go test ./controller/scheduler/kube/ -run '^$' -bench BindRate -benchtime 1x -timeout 30m
+//	go test ./scheduler/kube/ -run '^$' -bench BindRate -benchtime 1x -timeout 30m
 //
 // Pods are created before each scheduler starts because the ReplicaSet
 // controller creates pods at kube-controller-manager's client rate (and in

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/sluice-dev/sluice/controller/scheduler"
+	"github.com/sluice-dev/sluice/scheduler"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 )

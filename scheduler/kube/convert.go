@@ -5,8 +5,8 @@ import (
 
 	rolloutsv1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/sluice-dev/sluice/api"
-	"github.com/sluice-dev/sluice/controller/scheduler"
-	"github.com/sluice-dev/sluice/controller/scheduler/plan"
+	"github.com/sluice-dev/sluice/scheduler"
+	"github.com/sluice-dev/sluice/scheduler/plan"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluice-dev/sluice/controller/scheduler"
+	"github.com/sluice-dev/sluice/scheduler"
 )
 
 // A Kubernetes layer (or a planning tool) feeds nodes and running pods in

@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/sluice-dev/sluice/controller/scheduler"
+	"github.com/sluice-dev/sluice/scheduler"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 )

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api"
-	"github.com/sluice-dev/sluice/controller/scheduler"
+	"github.com/sluice-dev/sluice/scheduler"
 )
 
 // Options says what to plan.

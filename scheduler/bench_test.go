@@ -19,7 +19,7 @@ import (
 // the scan positions a filter pass covered (whole domains skipped at once
 // included), feasible/pod the nodes scored.
 //
-//	go test -run '^$' -bench BenchmarkSchedule -benchtime 1x ./controller/scheduler/
+//	go test -run '^$' -bench BenchmarkSchedule -benchtime 1x ./scheduler/
 func BenchmarkSchedule(b *testing.B) {
 	for _, tc := range []struct {
 		nodes, pods int
