@@ -85,6 +85,9 @@ type Rollout struct {
 	// Routing names the cluster's own routers (Gateway API, Istio) the
 	// rollout drives in Kubernetes mode; nil when it names none.
 	Routing *ClusterRouting `json:"routing,omitempty"`
+	// Placement is where the rollout runs beyond the home cluster (the
+	// sluice.io/clusters annotations); nil for the home cluster only.
+	Placement *Placement `json:"placement,omitempty"`
 	// Workload is set in Kubernetes mode only: what sluice needs to run
 	// the rollout's pods.
 	Workload *Workload `json:"workload,omitempty"`

@@ -70,6 +70,7 @@ func convertRollout(rd *rolloutDoc, mode Mode) (*Rollout, *checker) {
 		r.Replicas = *ro.Spec.Replicas
 	}
 	r.Version = c.version(ro)
+	r.Placement = c.placement(ro)
 	if ro.Spec.Strategy.BlueGreen != nil && ro.Spec.Strategy.Canary == nil {
 		c.argoSpecRules(ro)
 		c.blueGreen(r, ro)

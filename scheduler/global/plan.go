@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/sluice-dev/sluice/api"
 )
 
 // RegionLabel is the cluster label that names a cluster's region.
@@ -34,7 +36,7 @@ type Wave struct {
 
 // Plan orders the clusters that selector selects into waves of the given
 // sizes. It is an error when the selector selects no cluster.
-func Plan(clusters []Cluster, selector labels.Selector, sizes []WaveSize) ([]Wave, error) {
+func Plan(clusters []Cluster, selector labels.Selector, sizes []api.WaveSize) ([]Wave, error) {
 	selected := filter(clusters, selector)
 	if len(selected) == 0 {
 		return nil, fmt.Errorf("no cluster matches %q (clusters: %s)", selector, strings.Join(names(clusters), ", "))
@@ -43,7 +45,7 @@ func Plan(clusters []Cluster, selector labels.Selector, sizes []WaveSize) ([]Wav
 	var waves []Wave
 	done := 0
 	for _, size := range sizes {
-		upTo := size.upTo(len(ordered))
+		upTo := size.UpTo(len(ordered))
 		if upTo <= done {
 			continue // a wave that adds no cluster at this count
 		}

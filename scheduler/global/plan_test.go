@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/sluice-dev/sluice/api"
 )
 
 func cluster(name, region string, stable int, share float64) Cluster {
@@ -30,9 +32,9 @@ func mustSelector(t *testing.T, s string) labels.Selector {
 	return sel
 }
 
-func mustWaves(t *testing.T, s string) []WaveSize {
+func mustWaves(t *testing.T, s string) []api.WaveSize {
 	t.Helper()
-	w, err := ParseWaves(s)
+	w, err := api.ParseWaves(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,28 +100,6 @@ func TestPlanNoRegionEmptiedFirst(t *testing.T) {
 func TestPlanErrors(t *testing.T) {
 	if _, err := Plan(fleet, mustSelector(t, "region in (mars)"), mustWaves(t, "")); err == nil || !strings.Contains(err.Error(), `no cluster matches "region in (mars)"`) {
 		t.Errorf("empty selection: %v", err)
-	}
-}
-
-func TestParseWaves(t *testing.T) {
-	for in, want := range map[string]string{
-		"":             "",
-		"1,50%,100%":   "",
-		"2, 100%":      "",
-		"50%,25%,100%": "sizes are cumulative and must not decrease",
-		"3,2,100%":     "sizes are cumulative and must not decrease",
-		"1,50%":        "the last wave is 50%: it must be 100%",
-		"0,100%":       "a wave is a number of clusters (at least 1)",
-		"1,150%":       "a percentage must be 1% to 100%",
-		"x":            `wave 1 "x"`,
-	} {
-		_, err := ParseWaves(in)
-		switch {
-		case want == "" && err != nil:
-			t.Errorf("ParseWaves(%q): %v", in, err)
-		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
-			t.Errorf("ParseWaves(%q) = %v, want an error containing %q", in, err, want)
-		}
 	}
 }
 

@@ -1,4 +1,4 @@
-package global
+package api
 
 import (
 	"fmt"
@@ -7,9 +7,10 @@ import (
 	"strings"
 )
 
-// WaveSize is one entry of a waves annotation ("1", "50%"): how many of
-// the selected clusters have started once the wave has, counted from the
-// first wave (cumulative).
+// WaveSize is one entry of the sluice.io/waves annotation ("1", "50%"):
+// how many of the selected clusters have started once the wave has,
+// counted from the first wave (cumulative). scheduler/global orders the
+// clusters into waves of these sizes.
 type WaveSize struct {
 	Count   int // a number of clusters; 0 when Percent is set
 	Percent int // a percentage of the selected clusters, 1..100
@@ -22,9 +23,9 @@ func (w WaveSize) String() string {
 	return strconv.Itoa(w.Count)
 }
 
-// upTo is how many of n clusters the wave reaches: a percentage rounds up,
+// UpTo is how many of n clusters the wave reaches: a percentage rounds up,
 // so that every wave of a non-empty selection reaches at least one.
-func (w WaveSize) upTo(n int) int {
+func (w WaveSize) UpTo(n int) int {
 	if w.Percent > 0 {
 		return min(n, int(math.Ceil(float64(w.Percent)*float64(n)/100)))
 	}

@@ -1,0 +1,83 @@
+package api
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Annotations of a rollout that spans clusters (Argo's schema has no place
+// for them).
+const (
+	ClustersAnnotation      = "sluice.io/clusters"
+	WavesAnnotation         = "sluice.io/waves"
+	WaveSoakAnnotation      = "sluice.io/wave-soak"
+	OnWaveFailureAnnotation = "sluice.io/on-wave-failure"
+)
+
+// What a wave failure does to the clusters of earlier waves.
+const (
+	OnWaveFailureRollbackAll = "rollback-all"
+	OnWaveFailureHold        = "hold"
+)
+
+// Placement is where a rollout runs beyond the home cluster, and in which
+// order: the clusters whose labels Clusters selects, in Waves (sizes as
+// scheduler/global plans them), WaveSoak apart, with OnWaveFailure on a
+// failure. It is nil when the rollout names no clusters: it runs in the
+// home cluster only.
+type Placement struct {
+	Clusters      string        `json:"clusters"`
+	Waves         []WaveSize    `json:"waves"`
+	WaveSoak      time.Duration `json:"waveSoak,omitempty"`
+	OnWaveFailure string        `json:"onWaveFailure"`
+}
+
+// placement reads the multi-cluster annotations.
+func (c *checker) placement(ro *v1alpha1.Rollout) *Placement {
+	a := ro.Annotations
+	sel, hasClusters := a[ClustersAnnotation]
+	if !hasClusters {
+		for _, name := range []string{WavesAnnotation, WaveSoakAnnotation, OnWaveFailureAnnotation} {
+			if _, ok := a[name]; ok {
+				c.warnf(annotationPath(name), "has no effect without %s", ClustersAnnotation)
+			}
+		}
+		return nil
+	}
+	p := &Placement{Clusters: sel, OnWaveFailure: OnWaveFailureRollbackAll}
+	if _, err := labels.Parse(sel); err != nil || sel == "" {
+		c.errorf(annotationPath(ClustersAnnotation), "not a label selector over cluster labels (e.g. \"region in (eu,us)\"): %v", orEmpty(err))
+	}
+	waves, err := ParseWaves(a[WavesAnnotation])
+	if err != nil {
+		c.errorf(annotationPath(WavesAnnotation), "%v (e.g. \"1,50%%,100%%\")", err)
+	}
+	p.Waves = waves
+	if s, ok := a[WaveSoakAnnotation]; ok {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			c.errorf(annotationPath(WaveSoakAnnotation), "not a duration such as 10m, got %q", s)
+		}
+		p.WaveSoak = d
+	}
+	if f, ok := a[OnWaveFailureAnnotation]; ok {
+		if f != OnWaveFailureRollbackAll && f != OnWaveFailureHold {
+			c.errorf(annotationPath(OnWaveFailureAnnotation), "must be %s or %s, got %q", OnWaveFailureRollbackAll, OnWaveFailureHold, f)
+		}
+		p.OnWaveFailure = f
+	}
+	c.warnf(annotationPath(ClustersAnnotation), "multi-cluster rollouts are not run yet: sluice runs this rollout in its home cluster only (the waves are planned by scheduler/global)")
+	return p
+}
+
+func annotationPath(name string) string { return "metadata.annotations[" + name + "]" }
+
+func orEmpty(err error) error {
+	if err == nil {
+		return fmt.Errorf("empty")
+	}
+	return err
+}

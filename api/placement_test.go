@@ -1,0 +1,74 @@
+package api
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func placementDoc(annotations string) []Source {
+	return []Source{{Name: "r.yaml", Data: []byte(`apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata:
+  name: web
+  annotations:
+` + annotations + `spec:
+  template: {spec: {containers: [{name: app, image: "shop/web:1"}]}}
+  strategy: {canary: {steps: [{setWeight: 10}]}}
+`)}}
+}
+
+// TestPlacement reads the multi-cluster annotations into the model, with
+// Argo-free defaults, and says that they are not run yet.
+func TestPlacement(t *testing.T) {
+	set := Load(placementDoc(`    sluice.io/clusters: "region in (eu,us),tier=prod"
+    sluice.io/waves: "1,50%,100%"
+    sluice.io/wave-soak: 10m
+`))
+	if set.Diagnostics.HasErrors() || len(set.Rollouts) != 1 {
+		t.Fatalf("diagnostics:\n%s", diagnosticText(set.Diagnostics))
+	}
+	p := set.Rollouts[0].Placement
+	if p == nil || p.Clusters != "region in (eu,us),tier=prod" || len(p.Waves) != 3 || p.Waves[1].Percent != 50 || p.WaveSoak != 10*time.Minute || p.OnWaveFailure != OnWaveFailureRollbackAll {
+		t.Fatalf("placement %+v", p)
+	}
+	if w := annotationDiags(set.Diagnostics); len(w) != 1 || !strings.Contains(w[0].Message, "not run yet") || w[0].Line != 6 {
+		t.Errorf("want one warning at line 6 that multi-cluster is not run yet, got:\n%s", diagnosticText(w))
+	}
+	if set := Load(placementDoc("    team: web\n")); set.Rollouts[0].Placement != nil {
+		t.Errorf("no annotation: placement %+v, want nil (home cluster only)", set.Rollouts[0].Placement)
+	}
+}
+
+// TestPlacementErrors: each bad annotation is an error at its line.
+func TestPlacementErrors(t *testing.T) {
+	for name, tc := range map[string]struct{ annotations, want string }{
+		"selector": {"    sluice.io/clusters: \"region in eu\"\n", "r.yaml:6: metadata.annotations[sluice.io/clusters]: not a label selector"},
+		"waves":    {"    sluice.io/clusters: region=eu\n    sluice.io/waves: \"2,1,100%\"\n", "r.yaml:7: metadata.annotations[sluice.io/waves]: wave 2 \"1\": sizes are cumulative"},
+		"soak":     {"    sluice.io/clusters: region=eu\n    sluice.io/wave-soak: soon\n", "r.yaml:7: metadata.annotations[sluice.io/wave-soak]: not a duration"},
+		"failure":  {"    sluice.io/clusters: region=eu\n    sluice.io/on-wave-failure: panic\n", "metadata.annotations[sluice.io/on-wave-failure]: must be rollback-all or hold"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			errs := Load(placementDoc(tc.annotations)).Diagnostics.Errors()
+			if len(errs) != 1 || !strings.Contains(errs[0].String(), tc.want) {
+				t.Errorf("want one error containing %q, got:\n%s", tc.want, diagnosticText(errs))
+			}
+		})
+	}
+	warns := annotationDiags(Load(placementDoc("    sluice.io/waves: \"1,100%\"\n")).Diagnostics)
+	if len(warns) != 1 || !strings.Contains(warns[0].Message, "has no effect without sluice.io/clusters") {
+		t.Errorf("waves alone: %s", diagnosticText(warns))
+	}
+}
+
+// annotationDiags are the diagnostics about annotations (the test file's
+// rollout has other warnings: no selector, no trafficRouting).
+func annotationDiags(ds Diagnostics) Diagnostics {
+	var out Diagnostics
+	for _, d := range ds {
+		if strings.HasPrefix(d.Field, "metadata.annotations") {
+			out = append(out, d)
+		}
+	}
+	return out
+}
