@@ -95,28 +95,11 @@ func TestExperimentTransitions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness()
-			for _, line := range tt.prelude {
-				if _, err := h.run(line); err != nil {
-					t.Fatalf("prelude %q: %v", line, err)
-				}
-			}
-			before := h.state
-			out, err := h.run(tt.event)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := h.state
-			if tt.actions == nil {
-				if !reflect.DeepEqual(before, s) || len(h.acts) != 0 {
-					t.Fatalf("want no change, got:\n%s", strings.Join(out, "\n"))
-				}
+			r, ok := runTransition(t, tt.prelude, tt.event, tt.actions == nil)
+			if !ok {
 				return
 			}
-			var kinds []string
-			for _, a := range h.acts {
-				kinds = append(kinds, kindOf(a))
-			}
+			s, kinds, out := r.after, r.kinds, r.out
 			if s.Phase != tt.phase || s.StepIndex != tt.step || s.Weights.Canary != tt.canary || s.Aborted != tt.aborted ||
 				experimentSets(s) != tt.sets || strings.Join(kinds, ",") != strings.Join(tt.actions, ",") {
 				t.Errorf("got phase=%s step=%d canary=%d aborted=%v sets=%d actions=%v\nwant phase=%s step=%d canary=%d aborted=%v sets=%d actions=%v\n%s",

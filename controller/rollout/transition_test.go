@@ -270,28 +270,11 @@ func TestTransitions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness()
-			for _, line := range tt.prelude {
-				if _, err := h.run(line); err != nil {
-					t.Fatalf("prelude %q: %v", line, err)
-				}
-			}
-			before := h.state
-			out, err := h.run(tt.event)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := h.state
-			if tt.actions == nil {
-				if !reflect.DeepEqual(before, s) || len(h.acts) != 0 {
-					t.Fatalf("want no change, got:\n%s", strings.Join(out, "\n"))
-				}
+			r, ok := runTransition(t, tt.prelude, tt.event, tt.actions == nil)
+			if !ok {
 				return
 			}
-			var kinds []string
-			for _, a := range h.acts {
-				kinds = append(kinds, kindOf(a))
-			}
+			s, kinds, out, before := r.after, r.kinds, r.out, r.before
 			if s.Phase != tt.phase || s.StepIndex != tt.step || s.Weights.Canary != tt.canary || s.Aborted != tt.aborted ||
 				strings.Join(kinds, ",") != strings.Join(tt.actions, ",") {
 				t.Errorf("got phase=%s step=%d canary=%d aborted=%v actions=%v\nwant phase=%s step=%d canary=%d aborted=%v actions=%v\n%s",
@@ -405,4 +388,40 @@ func TestAllows(t *testing.T) {
 			}
 		})
 	}
+}
+
+// transitionRun is one event fed after a prelude: the state before and
+// after it, the kinds of the actions it produced and the script output.
+type transitionRun struct {
+	before, after State
+	kinds, out    []string
+}
+
+// runTransition replays prelude on a fresh harness, then feeds event. With
+// wantNoChange it checks that the event changed nothing and returns ok
+// false.
+func runTransition(t *testing.T, prelude []string, event string, wantNoChange bool) (r transitionRun, ok bool) {
+	t.Helper()
+	h := newHarness()
+	for _, line := range prelude {
+		if _, err := h.run(line); err != nil {
+			t.Fatalf("prelude %q: %v", line, err)
+		}
+	}
+	r.before = h.state
+	out, err := h.run(event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.after, r.out = h.state, out
+	if wantNoChange {
+		if !reflect.DeepEqual(r.before, r.after) || len(h.acts) != 0 {
+			t.Fatalf("want no change, got:\n%s", strings.Join(out, "\n"))
+		}
+		return r, false
+	}
+	for _, a := range h.acts {
+		r.kinds = append(r.kinds, kindOf(a))
+	}
+	return r, true
 }
