@@ -38,16 +38,16 @@ func argoModuleDir(t *testing.T) string {
 	return dir
 }
 
-// corpusDoc is one Rollout document of the corpus.
+// corpusDoc is one document of the corpus.
 type corpusDoc struct {
 	name string // file relative to the module, with the document index
 	data []byte
 }
 
-// rolloutCorpus returns every Rollout document (canary and blue-green)
-// under the module's examples/ and test/e2e/. Files that are not YAML (Helm templates) are
+// corpus returns every document of the given kinds under the module's
+// examples/ and test/e2e/. Files that are not YAML (Helm templates) are
 // skipped and counted.
-func rolloutCorpus(t *testing.T, moduleDir string) (docs []corpusDoc, unparsable int) {
+func corpus(t *testing.T, moduleDir string, kinds ...string) (docs []corpusDoc, unparsable int) {
 	t.Helper()
 	for _, sub := range []string{"examples", "test/e2e"} {
 		err := filepath.WalkDir(filepath.Join(moduleDir, sub), func(path string, d fs.DirEntry, err error) error {
@@ -59,7 +59,7 @@ func rolloutCorpus(t *testing.T, moduleDir string) (docs []corpusDoc, unparsable
 				return err
 			}
 			rel, _ := filepath.Rel(moduleDir, path)
-			found, err := rolloutDocs(rel, data)
+			found, err := docsOfKind(rel, data, kinds...)
 			if err != nil {
 				unparsable++
 				return nil
@@ -74,9 +74,9 @@ func rolloutCorpus(t *testing.T, moduleDir string) (docs []corpusDoc, unparsable
 	return docs, unparsable
 }
 
-// rolloutDocs splits a file into documents and re-encodes each Rollout.
-func rolloutDocs(name string, data []byte) ([]corpusDoc, error) {
-	return docsOfKind(name, data, "Rollout")
+// rolloutCorpus returns every Rollout document, canary and blue-green.
+func rolloutCorpus(t *testing.T, moduleDir string) ([]corpusDoc, int) {
+	return corpus(t, moduleDir, "Rollout")
 }
 
 // argoVerdict is what Argo's validation says of a document: the errors of

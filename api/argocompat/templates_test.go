@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -23,28 +20,7 @@ import (
 // templateCorpus returns every AnalysisTemplate and ClusterAnalysisTemplate
 // document under the module's examples/ and test/e2e/.
 func templateCorpus(t *testing.T, moduleDir string) []corpusDoc {
-	t.Helper()
-	var docs []corpusDoc
-	for _, sub := range []string{"examples", "test/e2e"} {
-		err := filepath.WalkDir(filepath.Join(moduleDir, sub), func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !(strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
-				return err
-			}
-			data, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(moduleDir, path)
-			found, err := docsOfKind(rel, data, "AnalysisTemplate", "ClusterAnalysisTemplate")
-			if err == nil {
-				docs = append(docs, found...)
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	docs, _ := corpus(t, moduleDir, "AnalysisTemplate", "ClusterAnalysisTemplate")
 	return docs
 }
 
