@@ -12,53 +12,79 @@ import (
 	"github.com/sluice-dev/sluice/controller/rollout"
 )
 
-// blueGreenYAML is a blue-green rollout whose hosts are in the sluice.io/xds
-// annotation: the active host bg.e2e and the preview host preview.bg.e2e.
-// Promotion waits for `sluice promote`; a web metric gates it before and
-// after the switch.
-func blueGreenYAML(version string, endpoints map[string]string) string {
-	eps := ""
-	for v, addr := range endpoints {
-		eps += fmt.Sprintf("        %q: [%q]\n", v, addr)
-	}
+// blueGreenRollout writes a blue-green Rollout (replicas 2, promoted by
+// `sluice promote`) for the e2e tests.
+type blueGreenRollout struct {
+	Name, Namespace, Version string
+	// Annotations are the lines under metadata.annotations, unindented.
+	Annotations string
+	// Active and Preview are the Services (activeService, previewService).
+	Active, Preview string
+	// Extra are more blueGreen fields, unindented.
+	Extra string
+}
+
+func (r blueGreenRollout) yaml() string {
 	return fmt.Sprintf(`apiVersion: argoproj.io/v1alpha1
 kind: Rollout
 metadata:
-  name: bg
+  name: %[1]s
+  namespace: %[2]s
   annotations:
-    sluice.io/xds: |
-      host: bg.e2e
-      previewHost: preview.bg.e2e
-      endpoints:
-%sspec:
+%[3]sspec:
   replicas: 2
-  selector: {matchLabels: {app: bg}}
+  selector: {matchLabels: {app: %[1]s}}
   template:
-    metadata: {labels: {app: bg}}
+    metadata: {labels: {app: %[1]s}}
     spec:
       containers:
       - name: app
-        image: %s
+        image: %[4]q
+        ports: [{containerPort: %[5]d}]
   strategy:
     blueGreen:
-      activeService: bg
-      previewService: bg-preview
+      activeService: %[6]s
+      previewService: %[7]s
       autoPromotionEnabled: false
-      prePromotionAnalysis:
-        templates: [{templateName: gate}]
-        args: [{name: phase, value: pre}]
-      postPromotionAnalysis:
-        templates: [{templateName: gate}]
-        args: [{name: phase, value: post}]
-`, eps, version)
+%[8]s`, r.Name, orDefault(r.Namespace), indent(r.Annotations, 4), r.Version, kubePort, r.Active, r.Preview, indentOpt(r.Extra, 6))
+}
+
+func orDefault(ns string) string {
+	if ns == "" {
+		return "default"
+	}
+	return ns
+}
+
+// gatedAnalyses are blueGreen fields: the gate template (gateTemplate)
+// before and after the switch.
+const gatedAnalyses = `prePromotionAnalysis:
+  templates: [{templateName: gate}]
+  args: [{name: phase, value: pre}]
+postPromotionAnalysis:
+  templates: [{templateName: gate}]
+  args: [{name: phase, value: post}]
+`
+
+// blueGreenYAML is the standalone blue-green rollout bg: its hosts, the
+// active bg.e2e and the preview preview.bg.e2e, and each version's
+// endpoints are in the sluice.io/xds annotation; the gate decides before
+// and after the switch.
+func blueGreenYAML(version string, endpoints map[string]string) string {
+	xds := "sluice.io/xds: |\n  host: bg.e2e\n  previewHost: preview.bg.e2e\n  endpoints:\n"
+	for v, addr := range endpoints {
+		xds += fmt.Sprintf("    %q: [%q]\n", v, addr)
+	}
+	return blueGreenRollout{Name: "bg", Version: version, Annotations: xds, Active: "bg", Preview: "bg-preview", Extra: gatedAnalyses}.yaml()
 }
 
 // gateTemplate asks url/<phase> whether the version is good.
-func gateTemplate(url string) string {
+func gateTemplate(ns, url string) string {
 	return fmt.Sprintf(`apiVersion: argoproj.io/v1alpha1
 kind: AnalysisTemplate
 metadata:
   name: gate
+  namespace: %s
 spec:
   args:
   - name: phase
@@ -70,7 +96,7 @@ spec:
       web:
         url: %s/{{args.phase}}
         jsonPath: "{$}"
-`, url)
+`, orDefault(ns), url)
 }
 
 // TestBlueGreenOverXDS: a blue-green rollout observed by real gRPC xDS
@@ -92,7 +118,7 @@ func TestBlueGreenOverXDS(t *testing.T) {
 	t.Cleanup(gate.Close)
 
 	repo := newGitRepo(t)
-	repo.push("v1", map[string]string{"bg.yaml": blueGreenYAML(v1, eps), "gate.yaml": gateTemplate(gate.URL)})
+	repo.push("v1", map[string]string{"bg.yaml": blueGreenYAML(v1, eps), "gate.yaml": gateTemplate("", gate.URL)})
 	d := startDaemon(t, repo)
 	d.waitStatus("bg", 30*time.Second, "stable v1", func(s httpapi.RolloutStatus) bool {
 		return s.Phase == rollout.PhaseHealthy && s.StableVersion == v1

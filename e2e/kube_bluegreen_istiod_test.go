@@ -11,34 +11,12 @@ import (
 
 // bgRouteYAML is a blue-green rollout that switches through the Gateway
 // API route bgm (sluice.io/traffic-routing), with Services bgm-active and
-// bgm-preview, promoted by `sluice promote`.
+// bgm-preview.
 func bgRouteYAML(ns, version string) string {
-	return fmt.Sprintf(`apiVersion: argoproj.io/v1alpha1
-kind: Rollout
-metadata:
-  name: bgm
-  namespace: %[1]s
-  annotations:
-    sluice.io/traffic-routing: |
-      plugins:
-        argoproj-labs/gatewayAPI: {grpcRoute: bgm}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: bgm}}
-  template:
-    metadata: {labels: {app: bgm}}
-    spec:
-      containers:
-      - name: app
-        image: %[2]q
-        ports: [{containerPort: %[3]d}]
-  strategy:
-    blueGreen:
-      activeService: bgm-active
-      previewService: bgm-preview
-      autoPromotionEnabled: false
-      scaleDownDelaySeconds: 3
-`, ns, version, kubePort)
+	return blueGreenRollout{Name: "bgm", Namespace: ns, Version: version, Active: "bgm-active", Preview: "bgm-preview",
+		Annotations: "sluice.io/traffic-routing: |\n  plugins:\n    argoproj-labs/gatewayAPI: {grpcRoute: bgm}\n",
+		Extra:       "scaleDownDelaySeconds: 3\n",
+	}.yaml()
 }
 
 // TestKubeBlueGreenIstiod: a blue-green rollout whose switch is a weight

@@ -19,60 +19,12 @@ import (
 
 // kubeBlueGreenYAML is a blue-green rollout in Kubernetes mode: Services
 // kbg (active) and kbg-preview, xDS hosts kbg.e2e and preview.kbg.e2e, one
-// preview pod, promotion by `sluice promote`, web gates before and after
-// the switch.
+// preview pod, web gates before and after the switch; and the gate.
 func kubeBlueGreenYAML(ns, version, gateURL string) string {
-	return fmt.Sprintf(`apiVersion: argoproj.io/v1alpha1
-kind: Rollout
-metadata:
-  name: kbg
-  namespace: %[1]s
-  annotations:
-    sluice.io/xds: |
-      host: kbg.e2e
-      previewHost: preview.kbg.e2e
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: kbg}}
-  template:
-    metadata: {labels: {app: kbg}}
-    spec:
-      containers:
-      - name: app
-        image: %[2]q
-        ports: [{containerPort: %[3]d}]
-  strategy:
-    blueGreen:
-      activeService: kbg
-      previewService: kbg-preview
-      previewReplicaCount: 1
-      autoPromotionEnabled: false
-      scaleDownDelaySeconds: 3
-      abortScaleDownDelaySeconds: 3
-      prePromotionAnalysis:
-        templates: [{templateName: gate}]
-        args: [{name: phase, value: pre}]
-      postPromotionAnalysis:
-        templates: [{templateName: gate}]
-        args: [{name: phase, value: post}]
----
-apiVersion: argoproj.io/v1alpha1
-kind: AnalysisTemplate
-metadata:
-  name: gate
-  namespace: %[1]s
-spec:
-  args:
-  - name: phase
-  metrics:
-  - name: gate
-    count: 1
-    successCondition: result.ok == true
-    provider:
-      web:
-        url: %[4]s/{{args.phase}}
-        jsonPath: "{$}"
-`, ns, version, kubePort, gateURL)
+	return blueGreenRollout{Name: "kbg", Namespace: ns, Version: version, Active: "kbg", Preview: "kbg-preview",
+		Annotations: "sluice.io/xds: |\n  host: kbg.e2e\n  previewHost: preview.kbg.e2e\n",
+		Extra:       "previewReplicaCount: 1\nscaleDownDelaySeconds: 3\nabortScaleDownDelaySeconds: 3\n" + gatedAnalyses,
+	}.yaml() + "---\n" + gateTemplate(ns, gateURL)
 }
 
 // TestKubeBlueGreen: a blue-green rollout against a real control plane.
