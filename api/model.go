@@ -88,6 +88,10 @@ type Rollout struct {
 	// Placement is where the rollout runs beyond the home cluster (the
 	// sluice.io/clusters annotations); nil for the home cluster only.
 	Placement *Placement `json:"placement,omitempty"`
+	// Wave is set on a multi-cluster rollout's part in one cluster (the
+	// daemon expands the rollout into one part per cluster); nil on the
+	// rollout itself.
+	Wave *WaveSeat `json:"wave,omitempty"`
 	// Workload is set in Kubernetes mode only: what sluice needs to run
 	// the rollout's pods.
 	Workload *Workload `json:"workload,omitempty"`

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
@@ -80,4 +81,50 @@ func orEmpty(err error) error {
 		return fmt.Errorf("empty")
 	}
 	return err
+}
+
+// ClusterSeparator joins a rollout's name and a cluster's in the key of the
+// rollout's part in that cluster ("checkout@eu-1"). Kubernetes names
+// cannot hold it, so a part's key never collides with a rollout's.
+const ClusterSeparator = "@"
+
+// InCluster is the key of the rollout's part in cluster.
+func (k Key) InCluster(cluster string) Key {
+	return Key{Namespace: k.Namespace, Name: k.Name + ClusterSeparator + cluster}
+}
+
+// Cluster is the cluster a part's key names; "" for a rollout's own key.
+func (k Key) Cluster() string {
+	if i := strings.LastIndex(k.Name, ClusterSeparator); i >= 0 {
+		return k.Name[i+1:]
+	}
+	return ""
+}
+
+// Parent is the rollout a part's key belongs to (the key itself for a
+// rollout's own key).
+func (k Key) Parent() Key {
+	if i := strings.LastIndex(k.Name, ClusterSeparator); i >= 0 {
+		return Key{Namespace: k.Namespace, Name: k.Name[:i]}
+	}
+	return k
+}
+
+// WaveSeat is a rollout's part in one cluster of a multi-cluster rollout:
+// which cluster, which wave, and what the part does once its steps are
+// done. The daemon sets it when it expands a rollout over its clusters;
+// it is never read from a file.
+type WaveSeat struct {
+	Cluster string `json:"cluster"`
+	// Wave is the part's wave, from 1, of Waves.
+	Wave  int `json:"wave"`
+	Waves int `json:"waves"`
+	// HoldAtFull: once its steps are done the part holds at 100 % with the
+	// old stable still running, until every wave has passed (then it
+	// promotes) or a later wave fails (then it aborts back to the old
+	// stable). Set with on-wave-failure rollback-all for every wave but
+	// the last.
+	HoldAtFull bool `json:"holdAtFull,omitempty"`
+	// Reason is why the global layer put the cluster in this wave.
+	Reason string `json:"reason,omitempty"`
 }

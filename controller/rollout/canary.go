@@ -38,7 +38,7 @@ func (m *machine) advance() {
 			if w := m.s.Wait; w != nil && w.Reason != "" {
 				reason = w.Reason
 			}
-			if m.promotionWaits(reason) {
+			if m.promotionWaits(reason) || m.holdsForLaterWaves() {
 				return
 			}
 			m.promote(reason)
@@ -246,6 +246,7 @@ func (m *machine) stopAll() {
 // the clients ACK those routes.
 func (m *machine) promote(reason string) {
 	m.stopAll()
+	m.clearWave()
 	m.s.BackgroundRun = ""
 	oldVersion, oldHash, oldSpec := m.s.StableVersion, m.s.StableHash, m.s.StableSpec
 	baseline := m.s.runningBaseline()
@@ -292,6 +293,7 @@ func (m *machine) promoteFull() {
 // scales up first, and the traffic moves once they are Ready.
 func (m *machine) abort(reason string) {
 	m.stopAll()
+	m.clearWave()
 	m.s.Aborted = true
 	m.s.AbortReason = reason
 	m.s.Cursor = CursorEnter

@@ -77,6 +77,8 @@ func (m *machine) first(commit string, r *api.Rollout) {
 func (m *machine) apply(commit string, r *api.Rollout, resume *int32, ticket uint64) {
 	queued := m.s.Queued
 	m.s.Queued = nil
+	m.s.WaveWait = nil
+	m.s.WaveCancelled = nil
 	current, currentHash := m.s.StableVersion, m.s.StableHash
 	if m.s.CanaryVersion != "" {
 		current, currentHash = m.s.CanaryVersion, m.s.CanaryHash
@@ -89,6 +91,8 @@ func (m *machine) apply(commit string, r *api.Rollout, resume *int32, ticket uin
 		m.rollback(commit, r)
 	case m.s.Wait != nil && m.s.Wait.Kind == WaitFirst:
 		m.first(commit, r)
+	case waitsForWave(r):
+		m.parkForWave(commit, r, ticket)
 	case m.needsSlot(ticket):
 		m.queue(commit, r, ticket, queued)
 	default:
@@ -175,6 +179,8 @@ func (m *machine) rollback(commit string, r *api.Rollout) {
 	m.s.Aborted = false
 	m.s.AbortReason = ""
 	m.s.Attempt = 0
+	m.s.WaveCancelled = nil
+	m.clearWave()
 	m.s.Weights = api.CanaryWeights(0)
 	m.s.HeaderRoutes = nil
 	m.s.MirrorRoutes = nil
@@ -239,6 +245,7 @@ func (m *machine) remove(commit string) {
 	m.stopAll()
 	m.s.Pending = nil
 	m.s.Queued = nil
+	m.s.WaveWait = nil
 	m.s.Removed = true
 	if commit == "" {
 		commit = m.s.Commit

@@ -24,6 +24,9 @@ func (s State) Allows(cmd CommandKind) error {
 		if s.Pending != nil {
 			return refuse("a change waits for approval; approve it first")
 		}
+		if s.WaveHeld {
+			return refuse("it holds at 100% for the later waves of its rollout, which promote it once every wave has passed (abort still applies)")
+		}
 	case CmdAbort:
 		if !s.CanaryActive() {
 			return refuse(s.noCanary())

@@ -208,6 +208,15 @@ type State struct {
 	// Queued is a new canary waiting for a canary slot (queue.go); the
 	// spec in force keeps running meanwhile.
 	Queued *Queued `json:"queued,omitempty"`
+	// WaveWait is a new canary of a multi-cluster rollout's part waiting
+	// for its wave (waves.go); the stable keeps all traffic meanwhile.
+	// WaveCancelled is why a waiting canary was dropped (a wave failed).
+	WaveWait      *Queued     `json:"waveWait,omitempty"`
+	WaveCancelled *WaveCancel `json:"waveCancelled,omitempty"`
+	// WaveHeld: the part's steps are done and it holds at 100 % for later
+	// waves; WaveReleased: every wave has passed and it promotes.
+	WaveHeld     bool `json:"waveHeld,omitempty"`
+	WaveReleased bool `json:"waveReleased,omitempty"`
 
 	// Errors are the load errors of the latest commit that touched this
 	// rollout; the previous good Spec keeps running.

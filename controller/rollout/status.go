@@ -46,6 +46,8 @@ type Status struct {
 	// Queued is set while a new canary waits for a canary slot
 	// (--max-concurrent-canaries); see WithQueuePosition.
 	Queued *QueueStatus `json:"queued,omitempty"`
+	// Wave is the part's place in a multi-cluster rollout (waves.go).
+	Wave *WaveStatus `json:"wave,omitempty"`
 	// Experiment is the current step's experiment while it runs
 	// (Kubernetes mode; experiment_status.go).
 	Experiment *ExperimentStatus `json:"experiment,omitempty"`
@@ -133,6 +135,7 @@ func (s State) Status() Status {
 		Traffic:       s.trafficStatus(),
 		Queued:        queueStatus(s.Queued),
 		Experiment:    s.experimentStatus(),
+		Wave:          s.waveStatus(),
 	}
 	runs := s.Runs
 	if len(runs) > maxFinishedRuns {

@@ -41,6 +41,12 @@ func Step(state State, ev Event) (State, []Action) {
 		m.slotGranted()
 	case Recovered:
 		m.recovered(e)
+	case WaveOpen:
+		m.waveOpened()
+	case WaveRelease:
+		m.waveReleased()
+	case WaveFailed:
+		m.waveFailed(e)
 	}
 	m.flushTraffic()
 	m.flushWorkloads(m.rescale)

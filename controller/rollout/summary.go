@@ -17,6 +17,9 @@ func (m *machine) summarize() {
 		}
 		s.Message = msg
 	}
+	if c := s.WaveCancelled; c != nil {
+		s.Message += fmt.Sprintf("; canary %s from commit %s never started: %s", c.Version, short(c.Commit), c.Reason)
+	}
 	if s.Removed {
 		s.Message = "not managed: rollout file removed; traffic left as it was (" + s.Message + ")"
 	}
@@ -41,6 +44,8 @@ func phaseAndMessage(s State) (Phase, string) {
 		return "", ""
 	case s.Queued != nil:
 		return PhaseProgressing, queuedMessage(s)
+	case s.WaveWait != nil:
+		return PhaseProgressing, waveMessage(s)
 	case s.Aborted && s.Wait != nil && s.Wait.Kind == WaitAbort:
 		return PhaseProgressing, fmt.Sprintf("aborting at step %d/%d: %s; %s before traffic goes back to %s", s.StepIndex+1, n, s.AbortReason, s.waitMessage(), s.StableVersion)
 	case s.Aborted:
@@ -74,6 +79,8 @@ func phaseAndMessage(s State) (Phase, string) {
 		return PhasePaused, at() + " (paused by operator)"
 	case s.Hold != nil:
 		return PhasePaused, at() + " (" + s.Hold.Reason + ")"
+	case s.WaveHeld:
+		return PhasePaused, heldMessage(s)
 	}
 	msg := at()
 	st, _ := (&machine{s: s}).currentStep()
