@@ -185,8 +185,7 @@ func recordOf(u *unstructured.Unstructured) ([]byte, error) {
 }
 
 // deletedKey is the rollout of a deleted SluiceRollout (the object or
-// the informer's tombstone). The object's namespace and name are the
-// rollout's (kubestore).
+// the informer's tombstone), as kubestore names it.
 func deletedKey(obj any) api.Key {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
@@ -195,7 +194,7 @@ func deletedKey(obj any) api.Key {
 	if !ok {
 		return api.Key{}
 	}
-	return api.Key{Namespace: u.GetNamespace(), Name: u.GetName()}
+	return kubestore.KeyOf(u.GetNamespace(), u.GetName(), u.GetLabels())
 }
 
 // stop ends serving and closes the xDS socket, unless it was handed over;

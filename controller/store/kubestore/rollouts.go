@@ -3,6 +3,7 @@ package kubestore
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -100,7 +101,7 @@ func (s *Store) resourceVersion(key api.Key) (string, error) {
 func (s *Store) writeStatus(key api.Key, rv string, status v1alpha1.SluiceRolloutStatus) error {
 	obj := &v1alpha1.SluiceRollout{
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.Group + "/" + v1alpha1.Version, Kind: v1alpha1.Kind},
-		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, ResourceVersion: rv},
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: objectName(key), ResourceVersion: rv},
 		Status:     status,
 	}
 	u, err := toUnstructured(obj)
@@ -121,9 +122,8 @@ func (s *Store) writeStatus(key api.Key, rv string, status v1alpha1.SluiceRollou
 
 func (s *Store) createRollout(key api.Key) (*v1alpha1.SluiceRollout, error) {
 	u, err := toUnstructured(&v1alpha1.SluiceRollout{
-		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.Group + "/" + v1alpha1.Version, Kind: v1alpha1.Kind},
-		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
-			Labels: map[string]string{"app.kubernetes.io/managed-by": "sluice", InstanceLabel: s.opts.Namespace}},
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.Group + "/" + v1alpha1.Version, Kind: v1alpha1.Kind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: objectName(key), Labels: objectLabels(key, s.opts.Namespace)},
 	})
 	if err != nil {
 		return nil, err
@@ -147,7 +147,7 @@ func (s *Store) createRollout(key api.Key) (*v1alpha1.SluiceRollout, error) {
 func (s *Store) getRollout(key api.Key) (*v1alpha1.SluiceRollout, error) {
 	var u *unstructured.Unstructured
 	err := s.call(func(ctx context.Context) (err error) {
-		u, err = s.rollouts(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+		u, err = s.rollouts(key.Namespace).Get(ctx, objectName(key), metav1.GetOptions{})
 		return err
 	})
 	if apierrors.IsNotFound(err) {
@@ -184,7 +184,7 @@ func (s *Store) LoadRollouts() (map[api.Key][]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("load rollouts: %w", err)
 		}
-		key := api.Key{Namespace: obj.Namespace, Name: obj.Name}
+		key := keyOf(obj)
 		s.remember(key, obj.ResourceVersion)
 		if len(obj.Status.Record) > 0 {
 			out[key] = obj.Status.Record
@@ -200,7 +200,7 @@ func (s *Store) DeleteRollout(key api.Key) error {
 		return fmt.Errorf("delete rollout %s: %w", key, err)
 	}
 	err := s.call(func(ctx context.Context) error {
-		return s.rollouts(key.Namespace).Delete(ctx, key.Name, metav1.DeleteOptions{})
+		return s.rollouts(key.Namespace).Delete(ctx, objectName(key), metav1.DeleteOptions{})
 	})
 	s.forget(key)
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -239,4 +239,40 @@ func fromUnstructured(u *unstructured.Unstructured) (*v1alpha1.SluiceRollout, er
 		return nil, fmt.Errorf("decode %s %s/%s: %w", v1alpha1.Kind, u.GetNamespace(), u.GetName(), err)
 	}
 	return &obj, nil
+}
+
+// ClusterLabel is on the object of a multi-cluster rollout's part: the
+// cluster of the part, whose key "name@cluster" is no object name.
+const ClusterLabel = "sluice.io/cluster"
+
+// objectName is the object's name for key: the rollout's name, or for a
+// part "name.cluster" (Kubernetes names cannot hold '@'). A rollout named
+// like a part ("checkout.eu-1") and that part share the name: the create
+// of the second is refused, never merged.
+func objectName(key api.Key) string {
+	if c := key.Cluster(); c != "" {
+		return key.Parent().Name + "." + c
+	}
+	return key.Name
+}
+
+func objectLabels(key api.Key, instance string) map[string]string {
+	l := map[string]string{"app.kubernetes.io/managed-by": "sluice", InstanceLabel: instance}
+	if c := key.Cluster(); c != "" {
+		l[ClusterLabel] = c
+	}
+	return l
+}
+
+// keyOf is the key an object stores: a part's object carries its cluster
+// in ClusterLabel.
+func keyOf(obj *v1alpha1.SluiceRollout) api.Key { return KeyOf(obj.Namespace, obj.Name, obj.Labels) }
+
+// KeyOf is the key of the rollout an object of the given namespace, name
+// and labels stores.
+func KeyOf(namespace, name string, labels map[string]string) api.Key {
+	if c := labels[ClusterLabel]; c != "" {
+		return api.Key{Namespace: namespace, Name: strings.TrimSuffix(name, "."+c)}.InCluster(c)
+	}
+	return api.Key{Namespace: namespace, Name: name}
 }
