@@ -70,8 +70,29 @@ func (c *checker) placement(ro *v1alpha1.Rollout) *Placement {
 		}
 		p.OnWaveFailure = f
 	}
-	c.warnf(annotationPath(ClustersAnnotation), "multi-cluster rollouts are not run yet: sluice runs this rollout in its home cluster only (the waves are planned by scheduler/global)")
+	c.placementLimits(ro)
 	return p
+}
+
+// placementLimits refuses what a rollout across clusters cannot do yet,
+// each at its own field: it runs in Kubernetes mode only, as a canary that
+// moves traffic by replica counts (no trafficRouting: per-cluster routes
+// and EDS localities are not built), on its own pod template.
+func (c *checker) placementLimits(ro *v1alpha1.Rollout) {
+	if c.mode != ModeKubernetes {
+		c.errorf(annotationPath(ClustersAnnotation), "a rollout across clusters runs in Kubernetes mode only (sluice run --kubernetes, sluice validate --kubernetes)")
+		return
+	}
+	const notYet = "not supported with %s yet: a rollout across clusters is a canary that shifts traffic by replica counts in each cluster"
+	if ro.Spec.Strategy.BlueGreen != nil {
+		c.errorf("spec.strategy.blueGreen", notYet, ClustersAnnotation)
+	}
+	if cn := ro.Spec.Strategy.Canary; cn != nil && cn.TrafficRouting != nil {
+		c.errorf(routingPath, notYet+" (remove trafficRouting)", ClustersAnnotation)
+	}
+	if ro.Spec.WorkloadRef != nil {
+		c.errorf("spec.workloadRef", notYet+" from spec.template", ClustersAnnotation)
+	}
 }
 
 func annotationPath(name string) string { return "metadata.annotations[" + name + "]" }

@@ -13,15 +13,16 @@ metadata:
   name: web
   annotations:
 ` + annotations + `spec:
-  template: {spec: {containers: [{name: app, image: "shop/web:1"}]}}
+  selector: {matchLabels: {app: web}}
+  template: {metadata: {labels: {app: web}}, spec: {containers: [{name: app, image: "shop/web:1"}]}}
   strategy: {canary: {steps: [{setWeight: 10}]}}
 `)}}
 }
 
 // TestPlacement reads the multi-cluster annotations into the model, with
-// Argo-free defaults, and says that they are not run yet.
+// Argo-free defaults.
 func TestPlacement(t *testing.T) {
-	set := Load(placementDoc(`    sluice.io/clusters: "region in (eu,us),tier=prod"
+	set := NewLoader(Limits{}).ForKubernetes().Load(placementDoc(`    sluice.io/clusters: "region in (eu,us),tier=prod"
     sluice.io/waves: "1,50%,100%"
     sluice.io/wave-soak: 10m
 `))
@@ -32,8 +33,8 @@ func TestPlacement(t *testing.T) {
 	if p == nil || p.Clusters != "region in (eu,us),tier=prod" || len(p.Waves) != 3 || p.Waves[1].Percent != 50 || p.WaveSoak != 10*time.Minute || p.OnWaveFailure != OnWaveFailureRollbackAll {
 		t.Fatalf("placement %+v", p)
 	}
-	if w := annotationDiags(set.Diagnostics); len(w) != 1 || !strings.Contains(w[0].Message, "not run yet") || w[0].Line != 6 {
-		t.Errorf("want one warning at line 6 that multi-cluster is not run yet, got:\n%s", diagnosticText(w))
+	if w := annotationDiags(set.Diagnostics); len(w) != 0 {
+		t.Errorf("want no diagnostics about the annotations, got:\n%s", diagnosticText(w))
 	}
 	if set := Load(placementDoc("    team: web\n")); set.Rollouts[0].Placement != nil {
 		t.Errorf("no annotation: placement %+v, want nil (home cluster only)", set.Rollouts[0].Placement)
@@ -49,7 +50,7 @@ func TestPlacementErrors(t *testing.T) {
 		"failure":  {"    sluice.io/clusters: region=eu\n    sluice.io/on-wave-failure: panic\n", "metadata.annotations[sluice.io/on-wave-failure]: must be rollback-all or hold"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			errs := Load(placementDoc(tc.annotations)).Diagnostics.Errors()
+			errs := NewLoader(Limits{}).ForKubernetes().Load(placementDoc(tc.annotations)).Diagnostics.Errors()
 			if len(errs) != 1 || !strings.Contains(errs[0].String(), tc.want) {
 				t.Errorf("want one error containing %q, got:\n%s", tc.want, diagnosticText(errs))
 			}
@@ -71,4 +72,29 @@ func annotationDiags(ds Diagnostics) Diagnostics {
 		}
 	}
 	return out
+}
+
+// TestPlacementLimits: what a rollout across clusters cannot do yet is an
+// error at its own field.
+func TestPlacementLimits(t *testing.T) {
+	standalone := Load(placementDoc("    sluice.io/clusters: region=eu\n")).Diagnostics.Errors()
+	if len(standalone) != 1 || !strings.Contains(standalone[0].String(), "r.yaml:6: metadata.annotations[sluice.io/clusters]: a rollout across clusters runs in Kubernetes mode only") {
+		t.Errorf("standalone: %s", diagnosticText(standalone))
+	}
+	routed := NewLoader(Limits{}).ForKubernetes().Load([]Source{{Name: "r.yaml", Data: []byte(`apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata:
+  name: web
+  annotations: {sluice.io/clusters: region=eu}
+spec:
+  selector: {matchLabels: {app: web}}
+  template: {metadata: {labels: {app: web}}, spec: {containers: [{name: app, image: "shop/web:1"}]}}
+  strategy:
+    canary:
+      trafficRouting: {plugins: {sluice.io/xds: {host: web.internal}}}
+      steps: [{setWeight: 10}]
+`)}}).Diagnostics.Errors()
+	if len(routed) != 1 || !strings.Contains(routed[0].String(), "r.yaml:11: spec.strategy.canary.trafficRouting: not supported with sluice.io/clusters yet") {
+		t.Errorf("trafficRouting: %s", diagnosticText(routed))
+	}
 }
