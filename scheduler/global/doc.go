@@ -8,7 +8,7 @@
 // facts come in, a plan comes out; the graph scheduler (package scheduler)
 // places pods within a cluster and scheduler/kube binds them.
 //
-// Issue 30 builds the rest of multi-cluster on it (cluster clients, the
-// wave program in the state machine, per-cluster actuators); today
-// nothing outside the package uses it.
+// Expand turns a set's multi-cluster rollouts into their parts, one per
+// cluster ("ns/name@cluster"), each seated in its wave; the state
+// machine's wave program (controller/rollout, waves.go) runs them.
 package global
