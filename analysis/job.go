@@ -72,7 +72,7 @@ func (e *Engine) newJob(r *run, m *Metric) (provider, error) {
 	}
 	return &jobProvider{
 		client: e.kube, log: r.log.With("metric", m.Name),
-		namespace: r.spec.Rollout.Namespace, rollout: r.spec.Rollout.Name,
+		namespace: r.spec.Rollout.Namespace, rollout: r.spec.Rollout.Parent().Name,
 		runID: r.id, runName: r.spec.Name,
 		cfg: *m.Provider.Job, retention: max(m.Retention, 1), poll: e.jobPoll,
 	}, nil

@@ -28,6 +28,9 @@ const (
 	ArgStable    = "stable"    // the stable version
 	ArgRollout   = "rollout"   // the rollout name
 	ArgNamespace = "namespace" // the rollout namespace
+	// ArgCluster is the name of the cluster the run judges: a
+	// multi-cluster rollout's part's, else the home cluster's.
+	ArgCluster = "cluster"
 	// Kubernetes mode only: the pod-template hashes (the pods' label
 	// rollouts-pod-template-hash) of the stable and canary versions and,
 	// while one runs, of the baseline (Workload.Baseline).
@@ -37,7 +40,7 @@ const (
 )
 
 // BuiltinArgs lists the argument names sluice supplies itself.
-var BuiltinArgs = []string{ArgCanary, ArgStable, ArgRollout, ArgNamespace, ArgStableHash, ArgCanaryHash, ArgBaselineHash}
+var BuiltinArgs = []string{ArgCanary, ArgStable, ArgRollout, ArgNamespace, ArgCluster, ArgStableHash, ArgCanaryHash, ArgBaselineHash}
 
 // Key identifies a rollout or template: namespace/name.
 type Key struct {

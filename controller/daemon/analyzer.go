@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -64,6 +65,9 @@ func newAnalysisEngine(o Options, reg *prometheus.Registry, log *slog.Logger, ku
 type analyzer struct {
 	engine    *analysis.Engine
 	templates *templates
+	// homeCluster is {{args.cluster}} of a rollout that runs in the home
+	// cluster only (a multi-cluster part's run names its own cluster).
+	homeCluster string
 }
 
 var _ runner.Analyzer = (*analyzer)(nil)
@@ -113,7 +117,7 @@ func (a *analyzer) runSpec(run rollout.StartAnalysis) (analysis.RunSpec, error) 
 		Args:                 run.Analysis.Args,
 		DryRun:               run.Analysis.DryRun,
 		MeasurementRetention: run.Analysis.MeasurementRetention,
-		Builtins:             run.Args,
+		Builtins:             withDefault(run.Args, api.ArgCluster, a.homeCluster),
 	}
 	for _, ref := range run.Analysis.Templates {
 		t := set.Template(run.Rollout.Namespace, ref)
@@ -154,4 +158,18 @@ func toResult(s analysis.RunStatus, conds map[string]api.Metric) rollout.Analysi
 		}
 	}
 	return res
+}
+
+// withDefault is args with key set to value unless args sets it (args
+// itself is not changed: the machine's state holds it).
+func withDefault(args map[string]string, key, value string) map[string]string {
+	if _, ok := args[key]; ok {
+		return args
+	}
+	out := maps.Clone(args)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[key] = value
+	return out
 }

@@ -60,6 +60,11 @@ func (b *backend) withCluster(st rollout.Status) rollout.Status {
 	key := api.Key{Namespace: st.Namespace, Name: st.Name}
 	if b.kube != nil {
 		st.ReplicaSets = b.kube.replicaSets(key)
+		if st.Wave != nil {
+			w := *st.Wave
+			w.Program = b.kube.waves.summary(key.Parent())
+			st.Wave = &w
+		}
 	}
 	if b.writeback != nil {
 		if r, ok := b.writeback.Get(key); ok {

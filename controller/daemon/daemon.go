@@ -168,7 +168,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 		if d.kube, err = newKubeParts(o, xds, reg, d.log); err != nil {
 			return err
 		}
-		traffic, workloads = d.kube.routed, d.kube.workloads
+		traffic, workloads = d.kube.routed, clusterWorkloads{d.kube}
 	}
 	engine, err := newAnalysisEngine(o, reg, d.log, d.kube)
 	if err != nil {
@@ -179,7 +179,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 		Store:      d.store,
 		Traffic:    traffic,
 		Workloads:  workloads,
-		Analyzer:   &analyzer{engine: engine, templates: d.templates},
+		Analyzer:   &analyzer{engine: engine, templates: d.templates, homeCluster: d.homeCluster()},
 		Alerter:    d.alerts,
 		Logger:     d.log,
 		AckTimeout: o.AckTimeout,
@@ -193,6 +193,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 	}
 	if d.kube != nil {
 		d.kube.runner.Store(d.runner)
+		d.kube.waves = newWaveLoop(d.runner, d.kube.unreachable, d.log)
 	}
 	reg.MustRegister(newRolloutCollector(d.runner))
 	d.refused = newRefusedRevisions(reg)
@@ -285,6 +286,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		if err := d.kube.refs.Start(ctx); err != nil {
 			return fmt.Errorf("start workloadRef resolver: %w", err)
 		}
+		d.kube.connectRemotes(ctx, d.opts, d.log)
 	}
 	if err := d.runner.Start(ctx); err != nil {
 		return fmt.Errorf("start runner: %w", err)
@@ -301,7 +303,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 8) // one per run below, with room
+	errs := make(chan error, 16) // one per run below, with room
 	run := func(name string, f func(context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -321,6 +323,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		run("scheduler", d.kube.runBinder)
 		run("routes", d.kube.runRouters)
 		run("workloadref", d.kube.refScaler.run)
+		run("waves", d.kube.waves.run)
 	}
 	if d.debugLis != nil {
 		run("debug", func(ctx context.Context) error { return profiling.Serve(ctx, d.debugLis) })

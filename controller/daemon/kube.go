@@ -51,6 +51,13 @@ type kubeParts struct {
 	refs       *workloadref.Resolver
 	refChanged chan struct{}
 	refScaler  *refScaler
+	// homeName and homeLabels are the home cluster's (clusters.go);
+	// remotes the other clusters multi-cluster rollouts run in, by name;
+	// waves runs their wave programs (waves.go).
+	homeName   string
+	homeLabels map[string]string
+	remotes    map[string]*remoteCluster
+	waves      *waveLoop
 }
 
 // Client rate limits of every client sluice makes. client-go's default
@@ -88,7 +95,7 @@ func newKubeParts(o Options, next runner.Traffic, reg *prometheus.Registry, log 
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	k := &kubeParts{refChanged: make(chan struct{}, 1), client: client}
+	k := &kubeParts{refChanged: make(chan struct{}, 1), client: client, homeName: HomeCluster, remotes: map[string]*remoteCluster{}}
 	if k.workloads, err = workload.New(workload.Options{
 		Client: client, SchedulePods: o.SchedulePods, Namespaces: o.WatchNamespaces, Logger: log, Registry: reg,
 		OnReady:     k.podsReady,
@@ -139,10 +146,23 @@ func (k *kubeParts) podsReady(key api.Key, ev rollout.PodsReady) {
 	if r == nil {
 		return
 	}
-	if _, ok := r.Status(key); ok {
+	if key.Cluster() == "" {
+		// The home cluster's actuator knows rollouts by their own key; a
+		// multi-cluster rollout's home part is "name@home".
+		if part := key.InCluster(k.homeName); k.known(r, part) {
+			r.Submit(part, ev)
+			return
+		}
+	}
+	if k.known(r, key) {
 		r.Submit(key, ev)
 		k.refScaler.observe(key)
 	}
+}
+
+func (k *kubeParts) known(r *runner.Runner, key api.Key) bool {
+	_, ok := r.Status(key)
+	return ok
 }
 
 // runRouters re-applies, in every router, routes someone else changed
@@ -164,12 +184,16 @@ func (k *kubeParts) runBinder(ctx context.Context) error {
 // replicaSets is the rollout's ReplicaSets for its status, with the pods
 // the binder has not placed and why.
 func (k *kubeParts) replicaSets(key api.Key) []rollout.ReplicaSetStatus {
-	sets := k.workloads.Status(key)
-	if k.binder == nil {
+	sets := clusterWorkloads{k}.Status(key)
+	binder := k.binder
+	if r, ok := k.remotes[key.Cluster()]; ok {
+		binder = r.binder.Load()
+	}
+	if binder == nil {
 		return sets
 	}
 	for i, s := range sets {
-		pending := k.binder.Pending(key.Namespace, labels.SelectorFromSet(labels.Set{workload.LabelRollout: key.Name, workload.LabelHash: s.Hash}))
+		pending := binder.Pending(key.Namespace, labels.SelectorFromSet(labels.Set{workload.LabelRollout: key.Parent().Name, workload.LabelHash: s.Hash}))
 		sets[i].Pending = len(pending)
 		for _, p := range pending {
 			if p.Message != "" {

@@ -25,7 +25,8 @@ func (d *Daemon) apply(ctx context.Context, rev gitwatch.Revision) error {
 		}
 		return d.refuse(ctx, rev)
 	}
-	rev.Set = d.resolveRefs(rev.Set)
+	rev.Set = d.expandClusters(d.resolveRefs(rev.Set))
+	defer d.trackWaves(rev.Set)
 	if rev.Replay {
 		// The commit in force, read again after a restart: its effects are
 		// in the store already; only its templates were missing, and the

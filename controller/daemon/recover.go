@@ -111,7 +111,7 @@ func (d *Daemon) recoverFromGit(ctx context.Context, commit string, cur *api.Rol
 // their pods for a whole delay. nil when the cluster holds no stable set
 // of the rollout.
 func (d *Daemon) recoverFromCluster(ctx context.Context, commit string, cur *api.Rollout) (*rollout.Recovered, error) {
-	found, err := d.kube.workloads.Recall(ctx, cur.Key)
+	found, err := clusterWorkloads{d.kube}.Recall(ctx, cur.Key)
 	if err != nil || found.Stable.Hash == "" {
 		return nil, err
 	}

@@ -170,8 +170,11 @@ func (m *machine) startRun(kind RunKind, a api.Analysis) string {
 	args := map[string]string{
 		api.ArgCanary:    m.s.CanaryVersion,
 		api.ArgStable:    m.s.StableVersion,
-		api.ArgRollout:   m.s.Key.Name,
+		api.ArgRollout:   m.s.Key.Parent().Name,
 		api.ArgNamespace: m.s.Key.Namespace,
+	}
+	if seat := m.s.Spec.Wave; seat != nil {
+		args[api.ArgCluster] = seat.Cluster
 	}
 	m.hashArgs(args)
 	m.s.Runs = append(m.s.Runs, Run{Name: name, Kind: kind, Step: m.s.StepIndex, Phase: AnalysisPending, Analysis: a, Args: args})

@@ -187,6 +187,9 @@ type WaveStatus struct {
 	Waiting   string `json:"waiting,omitempty"`
 	Held      bool   `json:"held,omitempty"`
 	Cancelled string `json:"cancelled,omitempty"`
+	// Program is where the whole rollout is, across its clusters (the
+	// daemon's wave loop adds it): "wave 2/3 (eu-1, us-1) rolling out v2".
+	Program string `json:"program,omitempty"`
 }
 
 func (s State) waveStatus() *WaveStatus {

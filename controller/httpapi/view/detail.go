@@ -21,6 +21,12 @@ func Detail(w io.Writer, s httpapi.RolloutStatus, events []httpapi.Event) error 
 	if s.Strategy == api.StrategyBlueGreen {
 		fmt.Fprintf(tw, "Strategy:\tblue-green (stable is the active version, canary the preview)\n")
 	}
+	if w := s.Wave; w != nil {
+		fmt.Fprintf(tw, "Cluster:\t%s, wave %d/%d (%s)\n", w.Cluster, w.Wave, w.Waves, orDash(w.Reason))
+		if w.Program != "" {
+			fmt.Fprintf(tw, "Waves:\t%s\n", w.Program)
+		}
+	}
 	phase := orDash(string(s.Phase))
 	if s.PhaseSince != "" {
 		phase += " (for " + Age(s.PhaseSince) + ")"

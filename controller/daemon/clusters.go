@@ -1,0 +1,261 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/rollout"
+	"github.com/sluice-dev/sluice/controller/workload"
+	"github.com/sluice-dev/sluice/scheduler/global"
+	"github.com/sluice-dev/sluice/scheduler/kube"
+)
+
+// The daemon's part of multi-cluster rollouts (Kubernetes mode): each
+// cluster beyond home gets its own workload actuator and pod binder
+// (remoteCluster); clusterWorkloads sends a part's actions ("ns/name@eu-1")
+// to its cluster's actuator under the rollout's own key, so that its
+// ReplicaSets and pods are named as in a single cluster; expandClusters
+// replaces each multi-cluster rollout of a loaded set by its parts
+// (scheduler/global); waves.go runs the wave program over the parts.
+
+// HomeCluster is the home cluster's name unless a --cluster entry that
+// points at the home apiserver names it.
+const HomeCluster = "home"
+
+// remoteConnectRetry is how long a cluster that could not be reached at
+// start waits before the next attempt.
+const remoteConnectRetry = 10 * time.Second
+
+// remoteSyncTimeout bounds one attempt to fill a remote cluster's caches:
+// an unreachable cluster must not hold up the others.
+const remoteSyncTimeout = 30 * time.Second
+
+// remoteCluster is a cluster beyond home that multi-cluster rollouts run
+// in. Its actuator exists once the cluster has been reached (ready); until
+// then its parts' workload actions fail and are retried by the runner.
+type remoteCluster struct {
+	name   string
+	labels map[string]string
+	config *rest.Config
+
+	ready   atomic.Pointer[workload.Manager]
+	binder  atomic.Pointer[kube.Binder]
+	mu      sync.Mutex
+	lastErr error
+}
+
+// homeCluster is the home cluster's name ("home" in standalone mode).
+func (d *Daemon) homeCluster() string {
+	if d.kube == nil || d.kube.homeName == "" {
+		return HomeCluster
+	}
+	return d.kube.homeName
+}
+
+// clusterWorkloads sends a rollout's workload actions to the cluster its
+// key names: a part's to its cluster's actuator under the rollout's own
+// key (a home part's to home's), anything else to home's.
+type clusterWorkloads struct {
+	k *kubeParts
+}
+
+// route is the actuator and key for key's cluster.
+func (c clusterWorkloads) route(key api.Key) (*workload.Manager, api.Key, error) {
+	cluster := key.Cluster()
+	if cluster == "" {
+		return c.k.workloads, key, nil
+	}
+	if cluster == c.k.homeName {
+		return c.k.workloads, key.Parent(), nil
+	}
+	r, ok := c.k.remotes[cluster]
+	if !ok {
+		return nil, key, fmt.Errorf("rollout %s: cluster %q is not one sluice runs rollouts in (--cluster)", key, cluster)
+	}
+	m := r.ready.Load()
+	if m == nil {
+		return nil, key, fmt.Errorf("rollout %s: %s", key, r.notConnected())
+	}
+	return m, key.Parent(), nil
+}
+
+func (c clusterWorkloads) Scale(ctx context.Context, a rollout.ScaleWorkloads) error {
+	m, key, err := c.route(a.Rollout)
+	if err != nil {
+		return err
+	}
+	a.Rollout = key
+	return m.Scale(ctx, a)
+}
+
+func (c clusterWorkloads) Resend(key api.Key) {
+	if m, own, err := c.route(key); err == nil {
+		m.Resend(own)
+	}
+}
+
+// Status is the rollout's ReplicaSets in its cluster (none while the
+// cluster has not been reached).
+func (c clusterWorkloads) Status(key api.Key) []workload.ReplicaSetStatus {
+	m, own, err := c.route(key)
+	if err != nil {
+		return nil
+	}
+	return m.Status(own)
+}
+
+// Recall reads back what the rollout's cluster holds of it.
+func (c clusterWorkloads) Recall(ctx context.Context, key api.Key) (workload.Found, error) {
+	m, own, err := c.route(key)
+	if err != nil {
+		return workload.Found{}, err
+	}
+	return m.Recall(ctx, own)
+}
+
+func (r *remoteCluster) notConnected() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lastErr == nil {
+		return fmt.Sprintf("cluster %s: not connected yet", r.name)
+	}
+	return fmt.Sprintf("cluster %s: not connected: %v", r.name, r.lastErr)
+}
+
+// connect builds and starts the cluster's actuator (and binder), retrying
+// until it succeeds or ctx ends; its parts hold meanwhile.
+func (r *remoteCluster) connect(ctx context.Context, o Options, report func(key api.Key, ev rollout.PodsReady), log *slog.Logger) {
+	log = log.With("cluster", r.name)
+	for {
+		err := r.start(ctx, o, report, log)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		r.mu.Lock()
+		r.lastErr = err
+		r.mu.Unlock()
+		log.Warn("cluster not reached; its rollouts' parts hold; retrying", "retry_in", remoteConnectRetry, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(remoteConnectRetry):
+		}
+	}
+}
+
+func (r *remoteCluster) start(ctx context.Context, o Options, report func(key api.Key, ev rollout.PodsReady), log *slog.Logger) error {
+	client, err := kubernetes.NewForConfig(r.config)
+	if err != nil {
+		return err
+	}
+	// Metrics stay the home cluster's: a second registration of the same
+	// collectors would be refused.
+	m, err := workload.New(workload.Options{Client: client, SchedulePods: o.SchedulePods, Namespaces: o.WatchNamespaces,
+		Logger: log, SyncTimeout: remoteSyncTimeout,
+		OnReady: func(key api.Key, ev rollout.PodsReady) { report(key.InCluster(r.name), ev) }})
+	if err != nil {
+		return err
+	}
+	if err := m.Start(ctx); err != nil {
+		return err
+	}
+	if o.SchedulePods {
+		b, err := kube.New(kube.Options{Client: client, SchedulerName: workload.SchedulerName, Namespaces: o.WatchNamespaces, Logger: log})
+		if err != nil {
+			return err
+		}
+		r.binder.Store(b)
+		go func() {
+			if err := b.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				log.Error("pod binder stopped", "err", err)
+			}
+		}()
+	}
+	r.ready.Store(m)
+	log.Info("cluster connected")
+	return nil
+}
+
+// connectRemotes starts connecting every remote cluster in the
+// background.
+func (k *kubeParts) connectRemotes(ctx context.Context, o Options, log *slog.Logger) {
+	for _, r := range k.remotes {
+		go r.connect(ctx, o, k.podsReady, log)
+	}
+}
+
+// clusterFacts is what the global layer knows of every cluster for r: its
+// labels and the Ready pods of r each runs.
+func (k *kubeParts) clusterFacts(r *api.Rollout) []global.Cluster {
+	w := clusterWorkloads{k}
+	out := []global.Cluster{{Name: k.homeName, Labels: k.homeLabels, StablePods: readyPods(w.Status(r.Key.InCluster(k.homeName)))}}
+	for _, rc := range k.remotes {
+		out = append(out, global.Cluster{Name: rc.name, Labels: rc.labels, StablePods: readyPods(w.Status(r.Key.InCluster(rc.name)))})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func readyPods(sets []workload.ReplicaSetStatus) int {
+	n := 0
+	for _, s := range sets {
+		n += int(s.Ready)
+	}
+	return n
+}
+
+// expandClusters replaces each multi-cluster rollout of set by its parts;
+// a version already seated keeps its plan (what the runner holds).
+func (d *Daemon) expandClusters(set *api.Set) *api.Set {
+	if d.kube == nil || set == nil {
+		return set
+	}
+	return global.Expand(set, d.kube.clusterFacts, d.seatOf)
+}
+
+// seatOf is the seat the part holds for version and hash: that of its
+// canary waiting for its wave, or of its spec in force.
+func (d *Daemon) seatOf(part api.Key, version, hash string) *api.WaveSeat {
+	s, ok := d.runner.State(part)
+	if !ok {
+		return nil
+	}
+	r := s.Spec
+	if s.WaveWait != nil {
+		r = s.WaveWait.Rollout
+	}
+	if r == nil || r.Wave == nil || r.Version != version || (r.Workload != nil && r.Workload.PodTemplateHash != hash) {
+		return nil
+	}
+	return r.Wave
+}
+
+// trackWaves hands the multi-cluster rollouts of an applied set to the
+// wave loop.
+func (d *Daemon) trackWaves(set *api.Set) {
+	if d.kube == nil || set == nil || set.Refused {
+		return
+	}
+	d.kube.waves.track(set)
+}
+
+// unreachable names the remote clusters not connected, with why.
+func (k *kubeParts) unreachable() map[string]string {
+	out := map[string]string{}
+	for name, r := range k.remotes {
+		if r.ready.Load() == nil {
+			out[name] = r.notConnected()
+		}
+	}
+	return out
+}

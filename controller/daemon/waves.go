@@ -1,0 +1,206 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/rollout"
+	"github.com/sluice-dev/sluice/controller/runner"
+)
+
+// waveRecheck bounds how long a wave program goes unexamined: an update
+// the runner dropped (a slow subscriber loses the newest) must not stall
+// a wave for good.
+const waveRecheck = 2 * time.Second
+
+// waveLoop runs the wave program (rollout.Waves) of every multi-cluster
+// rollout: whenever one of its parts changes, when a soak ends, and every
+// waveRecheck. It keeps the clock the pure program has not: when each
+// wave was first seen passed. After a restart a soak starts over.
+type waveLoop struct {
+	runner *runner.Runner
+	log    *slog.Logger
+	// unreachable names the clusters that cannot be reached, with why.
+	unreachable func() map[string]string
+
+	mu       sync.Mutex
+	rollouts map[api.Key]waveRollout
+	passed   map[api.Key]passedWaves
+	last     map[api.Key]rollout.WaveOutput
+	kick     chan struct{}
+}
+
+// waveRollout is a multi-cluster rollout as the last applied set has it.
+type waveRollout struct {
+	parts     []api.Key
+	onFailure string
+	soak      time.Duration
+}
+
+// passedWaves are the waves of one version seen passed, and when.
+type passedWaves struct {
+	version string
+	at      map[int]time.Time
+}
+
+func newWaveLoop(r *runner.Runner, unreachable func() map[string]string, log *slog.Logger) *waveLoop {
+	return &waveLoop{runner: r, log: log, unreachable: unreachable, rollouts: map[api.Key]waveRollout{},
+		passed: map[api.Key]passedWaves{}, last: map[api.Key]rollout.WaveOutput{}, kick: make(chan struct{}, 1)}
+}
+
+// track takes the multi-cluster rollouts of an applied (expanded) set.
+func (w *waveLoop) track(set *api.Set) {
+	rollouts := map[api.Key]waveRollout{}
+	for _, r := range set.Rollouts {
+		if r.Wave == nil || r.Placement == nil {
+			continue
+		}
+		parent := r.Key.Parent()
+		wr := rollouts[parent]
+		wr.parts = append(wr.parts, r.Key)
+		wr.onFailure, wr.soak = r.Placement.OnWaveFailure, r.Placement.WaveSoak
+		rollouts[parent] = wr
+	}
+	w.mu.Lock()
+	w.rollouts = rollouts
+	for parent := range w.passed {
+		if _, ok := rollouts[parent]; !ok {
+			delete(w.passed, parent)
+			delete(w.last, parent)
+		}
+	}
+	w.mu.Unlock()
+	w.poke()
+}
+
+// poke asks for an evaluation; pokes coalesce.
+func (w *waveLoop) poke() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run evaluates the wave programs until ctx ends.
+func (w *waveLoop) run(ctx context.Context) error {
+	updates, cancel := w.runner.Subscribe()
+	defer cancel()
+	go func() {
+		for u := range updates {
+			if u.Key.Cluster() != "" {
+				w.poke()
+			}
+		}
+	}()
+	timer := time.NewTimer(waveRecheck)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.kick:
+		case <-timer.C:
+		}
+		wake := w.evaluate(time.Now())
+		timer.Reset(min(wake, waveRecheck))
+	}
+}
+
+// evaluate runs every wave program once and feeds its events; it returns
+// how soon a soak ends (waveRecheck when none does sooner).
+func (w *waveLoop) evaluate(now time.Time) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	down := w.unreachable()
+	wake := waveRecheck
+	for parent, wr := range w.rollouts {
+		out := w.decide(parent, wr, now, down)
+		for _, e := range out.Events {
+			w.runner.Submit(e.Key, e.Event)
+		}
+		if prev := w.last[parent]; prev.Summary != out.Summary {
+			w.log.Info("wave program", "rollout", parent.String(), "wave", out.Current, "waves", out.Waves, "version", out.Version, "summary", out.Summary)
+		}
+		w.last[parent] = out
+		if out.WakeIn > 0 {
+			wake = min(wake, out.WakeIn)
+		}
+	}
+	return wake
+}
+
+// decide runs one rollout's wave program and stamps the waves it saw
+// pass; w.mu is held.
+func (w *waveLoop) decide(parent api.Key, wr waveRollout, now time.Time, down map[string]string) rollout.WaveOutput {
+	var parts []rollout.State
+	for _, k := range wr.parts {
+		if s, ok := w.runner.State(k); ok {
+			parts = append(parts, s)
+		}
+	}
+	if len(parts) < len(wr.parts) {
+		return rollout.WaveOutput{Summary: "applying the rollout to its clusters"}
+	}
+	passed := w.passed[parent]
+	version := parts[0].WaveVersion()
+	if passed.version != version {
+		passed = passedWaves{version: version, at: map[int]time.Time{}}
+	}
+	since := map[int]time.Duration{}
+	for wave, at := range passed.at {
+		since[wave] = now.Sub(at)
+	}
+	out := rollout.Waves(rollout.WaveInput{Parts: parts, OnFailure: wr.onFailure, Soak: wr.soak, Since: since, Unreachable: down})
+	for _, wave := range out.Passed {
+		if _, ok := passed.at[wave]; !ok {
+			passed.at[wave] = now
+		}
+	}
+	w.passed[parent] = passed
+	return out
+}
+
+// WaveView is a multi-cluster rollout's wave program as the status shows
+// it.
+type WaveView struct {
+	Rollout api.Key           `json:"rollout"`
+	Version string            `json:"version"`
+	Current int               `json:"current"`
+	Waves   int               `json:"waves"`
+	Summary string            `json:"summary"`
+	Passed  map[int]time.Time `json:"passed,omitempty"`
+	Parts   []api.Key         `json:"parts"`
+}
+
+// views are the wave programs, by rollout.
+func (w *waveLoop) views() []WaveView {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []WaveView
+	for parent, wr := range w.rollouts {
+		last := w.last[parent]
+		v := WaveView{Rollout: parent, Version: last.Version, Current: last.Current, Waves: last.Waves, Summary: last.Summary, Parts: wr.parts}
+		if p := w.passed[parent]; p.version == last.Version && len(p.at) > 0 {
+			v.Passed = p.at
+		}
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Rollout.String() < out[j].Rollout.String() })
+	return out
+}
+
+// summary is where the multi-cluster rollout is ("" before its first
+// evaluation).
+func (w *waveLoop) summary(parent api.Key) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.last[parent]
+	if out.Summary == "" {
+		return ""
+	}
+	return out.Summary
+}
