@@ -93,6 +93,25 @@ func TestThreeClusters(t *testing.T) {
 	}
 }
 
+// TestStartClusterNodeLabels checks the default topology of a cluster's
+// nodes (as the shared cluster's) and NodeLabels.
+func TestStartClusterNodeLabels(t *testing.T) {
+	c := StartCluster(t, ClusterOptions{Name: "labels", Nodes: 3, PodCIDR: "10.250.0.0/16",
+		NodeLabels: map[string]string{"sluice.io/rack": "r1"}})
+	for i, zone := range []string{"zone-a", "zone-b", "zone-c"} {
+		node, err := c.Client.CoreV1().Nodes().Get(context.Background(), fmt.Sprintf("node-%d", i), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"topology.kubernetes.io/zone": zone, "topology.kubernetes.io/region": "region-1", "sluice.io/rack": "r1"}
+		for k, v := range want {
+			if node.Labels[k] != v {
+				t.Errorf("%s: label %s = %q, want %q", node.Name, k, node.Labels[k], v)
+			}
+		}
+	}
+}
+
 // TestClusterOptionsRefused checks that bad options get a clear error
 // before anything starts.
 func TestClusterOptionsRefused(t *testing.T) {
