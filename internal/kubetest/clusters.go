@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -212,6 +213,9 @@ func (c *Cluster) StopAPIServer() error {
 	if err != nil {
 		return err
 	}
+	if err := reserveAPIServerPort(c); err != nil {
+		return fmt.Errorf("stop apiserver of %s: %w", c.Name, err)
+	}
 	// KILL: on TERM, with kube-controller-manager's and kwok's watches
 	// open, it drains for over 10 s; an outage needs no drain.
 	cmd := exec.Command(filepath.Join(hack, "stop-controlplane.sh"), c.Dir, "apiserver")
@@ -240,4 +244,32 @@ func (c *Cluster) StartAPIServer() error {
 		return fmt.Errorf("start apiserver of %s: %v: %s", c.Name, err, out.String())
 	}
 	return nil
+}
+
+var reservedPortsMu sync.Mutex
+
+// reserveAPIServerPort keeps c's apiserver port out of the namespace's
+// ephemeral ports while the apiserver is down, so that no outgoing
+// connection takes it and StartAPIServer can listen on it again. The
+// setting is the namespace's own; outside it nothing is changed.
+func reserveAPIServerPort(c *Cluster) error {
+	if os.Getenv(inNetnsEnv) == "" {
+		return nil
+	}
+	u, err := url.Parse(c.Config.Host)
+	if err != nil {
+		return err
+	}
+	const sysctl = "/proc/sys/net/ipv4/ip_local_reserved_ports"
+	reservedPortsMu.Lock()
+	defer reservedPortsMu.Unlock()
+	old, err := os.ReadFile(sysctl)
+	if err != nil {
+		return err
+	}
+	ports := strings.TrimSpace(string(old))
+	if ports != "" {
+		ports += ","
+	}
+	return os.WriteFile(sysctl, []byte(ports+u.Port()), 0o644)
 }

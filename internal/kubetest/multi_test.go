@@ -62,6 +62,11 @@ func TestThreeClusters(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%s apiserver stopped in %v", down.Name, time.Since(stopAt).Round(10*time.Millisecond))
+	// No outgoing connection may take the port while it is free.
+	reserved, _ := os.ReadFile("/proc/sys/net/ipv4/ip_local_reserved_ports")
+	if port := down.Config.Host[strings.LastIndex(down.Config.Host, ":")+1:]; !strings.Contains(","+strings.TrimSpace(string(reserved))+",", ","+port+",") {
+		t.Errorf("apiserver port %s is not among the reserved ports %q", port, reserved)
+	}
 	if err := getReplicaSet(down, "web-"+down.Name); err == nil {
 		t.Fatalf("%s: a client reached the apiserver while it was stopped", down.Name)
 	}
