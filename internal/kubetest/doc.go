@@ -8,4 +8,11 @@
 // the test binary inside a network namespace of its own (unshare --net)
 // where that range is local, so a test can serve a real backend on a pod's
 // IP and nothing leaves the namespace.
+//
+// A multi-cluster test starts more control planes of its own beside the
+// shared one (StartCluster, StartClusters): each has its own ports, work
+// directory and pod CIDR, made local in the same namespace, and stops when
+// the test ends. StopAPIServer and StartAPIServer take one apiserver away
+// and bring it back on the same port and data, as an outage its clients
+// recover from.
 package kubetest

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -115,8 +116,15 @@ func reexecInNetns() int {
 
 // Cluster is a running control plane.
 type Cluster struct {
+	// Name is ClusterOptions.Name ("shared" for the one Main, Lazy and
+	// Start run).
+	Name string
+	// PodCIDR is the range its pods' IPs come from.
+	PodCIDR string
 	// Dir holds the logs, the data and Kubeconfig.
-	Dir        string
+	Dir string
+	// Kubeconfig is the path of a kubeconfig file for the apiserver
+	// (token auth, TLS not verified).
 	Kubeconfig string
 	Config     *rest.Config
 	Client     kubernetes.Interface
@@ -124,6 +132,8 @@ type Cluster struct {
 	stopOnce sync.Once
 	stopMu   sync.Mutex
 	onStops  []func() // helpers started against this cluster (istiod)
+
+	apiserverMu sync.Mutex // StopAPIServer and StartAPIServer one at a time
 }
 
 // onStop registers f to run when c stops, before the control plane.
@@ -163,6 +173,12 @@ func Start(nodes int, extraKCMArgs string) (*Cluster, error) {
 func start(nodes int) (*Cluster, error) { return startWith(nodes, "") }
 
 func startWith(nodes int, extraKCMArgs string) (*Cluster, error) {
+	return launch(ClusterOptions{Name: "shared", Nodes: nodes, PodCIDR: PodCIDR}, extraKCMArgs)
+}
+
+// launch runs hack/kube/run-controlplane.sh into a fresh directory; opts
+// are already checked.
+func launch(opts ClusterOptions, extraKCMArgs string) (*Cluster, error) {
 	bin := BinDir()
 	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kwok", "kwok-stages.yaml"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
@@ -173,18 +189,23 @@ func startWith(nodes int, extraKCMArgs string) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "sluice-kube-")
+	dir, err := os.MkdirTemp("", "sluice-kube-"+opts.Name+"-")
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Dir: dir, Kubeconfig: filepath.Join(dir, "kubeconfig")}
+	c := &Cluster{Name: opts.Name, PodCIDR: opts.PodCIDR, Dir: dir, Kubeconfig: filepath.Join(dir, "kubeconfig")}
+	if err := claimPodCIDR(c); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("cluster %s: %w", opts.Name, err)
+	}
 	var out bytes.Buffer
-	cmd := exec.Command(filepath.Join(hack, "run-controlplane.sh"), dir, strconv.Itoa(nodes))
-	cmd.Env = append(os.Environ(), "BIN="+bin, "POD_CIDR="+PodCIDR, "KCM_EXTRA_ARGS="+extraKCMArgs)
+	cmd := exec.Command(filepath.Join(hack, "run-controlplane.sh"), dir, strconv.Itoa(opts.Nodes))
+	cmd.Env = append(os.Environ(), "BIN="+bin, "POD_CIDR="+opts.PodCIDR, "KCM_EXTRA_ARGS="+extraKCMArgs,
+		"NODE_REGION="+opts.Region, "NODE_ZONES="+strings.Join(opts.Zones, " "), "NODE_LABELS="+nodeLabelsJSON(opts.NodeLabels))
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		c.Stop()
-		return nil, fmt.Errorf("run-controlplane.sh: %v\n%s", err, out.String())
+		return nil, fmt.Errorf("run-controlplane.sh (cluster %s): %v\n%s", opts.Name, err, out.String())
 	}
 	if c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig); err != nil {
 		c.Stop()
@@ -235,6 +256,7 @@ func (c *Cluster) Stop() {
 		} else {
 			fmt.Fprintln(os.Stderr, "kubetest: kept", c.Dir)
 		}
+		releasePodCIDR(c)
 	})
 }
 
