@@ -45,6 +45,9 @@ const (
 	// HoldProgressDeadline: the canary's pods did not become Ready within
 	// Workload.ProgressDeadline and ProgressDeadlineAbort is off.
 	HoldProgressDeadline HoldKind = "ProgressDeadline"
+	// HoldCluster: the cluster of a multi-cluster rollout's part cannot be
+	// reached (waves.go); released when it can again.
+	HoldCluster HoldKind = "ClusterUnreachable"
 )
 
 // Hold stops the canary at its current step until promote, retry or resume.

@@ -47,6 +47,8 @@ func Step(state State, ev Event) (State, []Action) {
 		m.waveReleased()
 	case WaveFailed:
 		m.waveFailed(e)
+	case ClusterReachability:
+		m.clusterReachability(e)
 	}
 	m.flushTraffic()
 	m.flushWorkloads(m.rescale)

@@ -38,6 +38,17 @@ type WaveFailed struct {
 	Abort bool `json:"abort,omitempty"`
 }
 
+// ClusterReachability says whether the part's cluster can be reached: a
+// canary in flight there holds at its step while it cannot (nothing it
+// would do next could be carried out or observed), and goes on once it
+// can. Reason says why it cannot.
+type ClusterReachability struct {
+	Down   bool   `json:"down"`
+	Reason string `json:"reason,omitempty"`
+}
+
+func (ClusterReachability) isEvent() {}
+
 func (WaveOpen) isEvent()    {}
 func (WaveRelease) isEvent() {}
 func (WaveFailed) isEvent()  {}
@@ -116,6 +127,23 @@ func (m *machine) waveFailed(e WaveFailed) {
 	if e.Abort && m.s.CanaryActive() {
 		m.s.WaveHeld = false
 		m.abort(e.Reason)
+	}
+}
+
+// clusterReachability holds a canary in flight while its cluster cannot
+// be reached, and releases that hold once it can.
+func (m *machine) clusterReachability(e ClusterReachability) {
+	h := m.s.Hold
+	switch {
+	case e.Down && h == nil && m.s.CanaryActive():
+		m.s.Hold = &Hold{Kind: HoldCluster, Reason: e.Reason}
+	case e.Down && h != nil && h.Kind == HoldCluster:
+		h2 := *h
+		h2.Reason = e.Reason
+		m.s.Hold = &h2
+	case !e.Down && h != nil && h.Kind == HoldCluster:
+		m.s.Hold = nil
+		m.advance()
 	}
 }
 
@@ -221,8 +249,10 @@ type WaveInput struct {
 	OnFailure string // api.OnWaveFailureRollbackAll or api.OnWaveFailureHold
 	Soak      time.Duration
 	Since     map[int]time.Duration
-	// Unreachable names the clusters the daemon cannot reach, with why;
-	// a part there holds (it cannot move) and the summary says so.
+	// Unreachable names the clusters the daemon cannot reach, with why: a
+	// part there holds at its step, the others in flight go on, and no
+	// wave opens or is released while any is (hold, for the rollout as a
+	// whole).
 	Unreachable map[string]string
 }
 
@@ -262,8 +292,9 @@ func Waves(in WaveInput) WaveOutput {
 			return out
 		}
 	}
+	out.Events = reachabilityEvents(in)
 	if failed, reason := firstFailure(byWave, out.Version); failed != nil {
-		out.Events = failureEvents(in, failed, reason)
+		out.Events = append(out.Events, failureEvents(in, failed, reason)...)
 		out.Summary = reason
 		return out
 	}
@@ -274,14 +305,37 @@ func Waves(in WaveInput) WaveOutput {
 		}
 		out.Passed = append(out.Passed, w)
 	}
+	if len(in.Unreachable) > 0 {
+		out.Summary = waveSummary(in, byWave, out)
+		return out
+	}
 	if out.Current == 0 {
-		out.Events = releaseEvents(in.Parts)
+		out.Events = append(out.Events, releaseEvents(in.Parts)...)
 		out.Summary = fmt.Sprintf("every wave passed: %s in %d clusters", out.Version, len(in.Parts))
 		return out
 	}
-	out.Events, out.WakeIn = openEvents(in, byWave, out.Current)
+	var open []WaveEvent
+	open, out.WakeIn = openEvents(in, byWave, out.Current)
+	out.Events = append(out.Events, open...)
 	out.Summary = waveSummary(in, byWave, out)
 	return out
+}
+
+// reachabilityEvents hold the canaries in flight in unreachable clusters
+// and release those whose cluster is back.
+func reachabilityEvents(in WaveInput) []WaveEvent {
+	var evs []WaveEvent
+	for _, p := range in.Parts {
+		reason, down := in.Unreachable[seatOf(p).Cluster]
+		held := p.Hold != nil && p.Hold.Kind == HoldCluster
+		switch {
+		case down && p.CanaryActive() && (p.Hold == nil || held && p.Hold.Reason != reason):
+			evs = append(evs, WaveEvent{Key: p.Key, Event: ClusterReachability{Down: true, Reason: reason}})
+		case !down && held:
+			evs = append(evs, WaveEvent{Key: p.Key, Event: ClusterReachability{}})
+		}
+	}
+	return evs
 }
 
 // seatOf is the part's seat: that of the canary waiting for its wave, or
@@ -389,23 +443,28 @@ func openEvents(in WaveInput, byWave [][]State, current int) ([]WaveEvent, time.
 	return evs, 0
 }
 
-// waveSummary says where the rollout is: "wave 2/3 (eu-1, us-1): ...".
+// waveSummary says where the rollout is: "wave 2/3 (eu-1, us-1) rolling
+// out v2", and which unreachable clusters hold it.
 func waveSummary(in WaveInput, byWave [][]State, out WaveOutput) string {
-	var clusters []string
+	msg := "every wave passed, waiting to release"
+	if out.Current > 0 {
+		var clusters []string
+		for _, p := range byWave[out.Current-1] {
+			clusters = append(clusters, seatOf(p).Cluster)
+		}
+		msg = fmt.Sprintf("wave %d/%d (%s) rolling out %s", out.Current, out.Waves, strings.Join(clusters, ", "), out.Version)
+		if out.WakeIn > 0 {
+			msg = fmt.Sprintf("wave %d passed; soaking %s more before wave %d/%d (%s)", out.Current-1, out.WakeIn.Round(second), out.Current, out.Waves, strings.Join(clusters, ", "))
+		}
+	}
 	var down []string
-	for _, p := range byWave[out.Current-1] {
-		c := seatOf(p).Cluster
-		clusters = append(clusters, c)
-		if reason, ok := in.Unreachable[c]; ok {
+	for _, p := range in.Parts {
+		if reason, ok := in.Unreachable[seatOf(p).Cluster]; ok {
 			down = append(down, reason)
 		}
 	}
-	msg := fmt.Sprintf("wave %d/%d (%s) rolling out %s", out.Current, out.Waves, strings.Join(clusters, ", "), out.Version)
-	if out.WakeIn > 0 {
-		msg = fmt.Sprintf("wave %d passed; soaking %s more before wave %d/%d (%s)", out.Current-1, out.WakeIn.Round(second), out.Current, out.Waves, strings.Join(clusters, ", "))
-	}
 	if len(down) > 0 {
-		msg += "; held: " + strings.Join(down, "; ")
+		msg += "; held, no wave opens while " + strings.Join(down, "; ")
 	}
 	return msg
 }

@@ -243,3 +243,54 @@ func TestWavesWaitForOneVersion(t *testing.T) {
 		t.Fatalf("mixed versions: %+v", out)
 	}
 }
+
+// TestWavesUnreachableCluster: a part in an unreachable cluster holds at
+// its step with the reason; the other part of its wave goes on; no later
+// wave opens until the cluster is back.
+func TestWavesUnreachableCluster(t *testing.T) {
+	w := newWaveWorld(t, api.OnWaveFailureRollbackAll, []string{"a"}, []string{"b", "c"}, []string{"d"})
+	w.newVersion("v2")
+	w.program()
+	w.fire("a")
+	w.program() // wave 2 starts
+	const why = "cluster b unreachable since 12:03:04: connection refused"
+	parts := func() []State {
+		var out []State
+		for _, k := range w.keys {
+			out = append(out, w.parts[k])
+		}
+		return out
+	}
+	run := func(down map[string]string) WaveOutput {
+		out := Waves(WaveInput{Parts: parts(), OnFailure: w.policy, Since: w.since, Unreachable: down})
+		for _, e := range out.Events {
+			w.feed(e.Key, e.Event)
+		}
+		return out
+	}
+	out := run(map[string]string{"b": why})
+	if h := w.state("b").Hold; h == nil || h.Kind != HoldCluster || h.Reason != why || !strings.Contains(w.state("b").Message, why) {
+		t.Fatalf("b should hold with the reason: %+v %q", h, w.state("b").Message)
+	}
+	if !strings.Contains(out.Summary, why) {
+		t.Errorf("summary %q should name the unreachable cluster", out.Summary)
+	}
+	w.fire("b", "c")
+	run(map[string]string{"b": why})
+	if s := w.state("b"); s.StepIndex != 1 || s.WaveHeld {
+		t.Errorf("b moved on while its cluster was unreachable: step %d held %v", s.StepIndex, s.WaveHeld)
+	}
+	if s := w.state("c"); !s.WaveHeld {
+		t.Errorf("c, reachable, should have gone on to hold at 100%%: %s", s.Message)
+	}
+	if s := w.state("d"); s.WaveWait == nil {
+		t.Errorf("d must not start while b is unreachable")
+	}
+	run(nil) // b is back
+	if s := w.state("b"); s.Hold != nil || !s.WaveHeld {
+		t.Errorf("b should go on once reachable: hold %+v, %s", s.Hold, s.Message)
+	}
+	if out := w.program(); out.Current != 3 || w.state("d").CanaryVersion != "v2" {
+		t.Errorf("wave 3 should start: %d, %s", out.Current, w.describe())
+	}
+}
