@@ -57,7 +57,9 @@ func NewHealth(clusters []Cluster, o HealthOptions) (*Health, error) {
 	}
 	h := &Health{o: o, probes: map[string]rest.Interface{}, down: map[string]outage{}}
 	for _, c := range clusters {
-		d, err := discovery.NewDiscoveryClientForConfig(c.Config)
+		cfg := rest.CopyConfig(c.Config)
+		cfg.Timeout = o.Timeout // the apiserver then gives up when the probe does
+		d, err := discovery.NewDiscoveryClientForConfig(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s (%s): %w", c.Name, c.Source, err)
 		}
@@ -99,7 +101,8 @@ func (h *Health) probe(ctx context.Context, client rest.Interface) error {
 	ctx, cancel := context.WithTimeout(ctx, h.o.Timeout)
 	defer cancel()
 	err := client.Get().AbsPath("/readyz").Do(ctx).Error()
-	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	var timeout interface{ Timeout() bool }
+	if err != nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.As(err, &timeout) && timeout.Timeout()) {
 		return fmt.Errorf("/readyz did not answer within %v: %w", h.o.Timeout, err)
 	}
 	return err
