@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -68,7 +69,8 @@ func NewHealth(clusters []Cluster, o HealthOptions) (*Health, error) {
 	return h, nil
 }
 
-// Run probes every cluster now and then every Interval until ctx ends.
+// Run probes every cluster now and then every Interval until ctx ends;
+// call it once.
 func (h *Health) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for name, client := range h.probes {
@@ -118,7 +120,8 @@ func (h *Health) record(name string, start time.Time, err error) {
 		if !wasDown {
 			o.since = start
 		}
-		o.reason = err.Error()
+		// One line: a failed /readyz's error holds the body, a line per check.
+		o.reason = strings.Join(strings.Fields(err.Error()), " ")
 		h.down[name] = o
 	}
 	h.mu.Unlock()
