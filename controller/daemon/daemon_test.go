@@ -344,6 +344,10 @@ func TestNewReportsErrors(t *testing.T) {
 		{"cluster state without kubernetes mode", Options{StateStore: StateStoreKubernetes}, "--state-store kubernetes needs --kubernetes"},
 		{"leader election without kubernetes mode", Options{LeaderElect: true}, "--leader-elect needs --kubernetes"},
 		{"istiod observer without kubernetes mode", Options{IstioXDSAddr: "istiod:15010"}, "--istio-xds-addr needs --kubernetes"},
+		{"clusters without kubernetes mode", Options{Clusters: []string{"eu-1=/k.yaml"}}, "--cluster needs --kubernetes"},
+		{"cluster secrets without kubernetes mode", Options{ClusterSecrets: true}, "--cluster-secrets needs --kubernetes"},
+		{"a cluster flag without its kubeconfig", Options{Kubernetes: true, Clusters: []string{"eu-1=/k.yaml", "eu-2"}}, `--cluster "eu-2": want NAME=KUBECONFIG`},
+		{"a cluster name that is no DNS label", Options{Kubernetes: true, Clusters: []string{"EU=/k.yaml"}}, `--cluster "EU=/k.yaml": cluster name "EU"`},
 		{"istiod address without a port", Options{Kubernetes: true, IstioXDSAddr: "istiod.istio-system.svc"}, "want host:port of istiod's plaintext xDS"},
 		// Each replica would have its own empty store: a failover would
 		// promote an in-flight canary's version at once.
@@ -366,6 +370,7 @@ func TestNewReportsErrors(t *testing.T) {
 			o.XDSAddr, o.WebhookSecretFile, o.XDSTLS = "127.0.0.1:0", "", gateway.TLSOptions{}
 			o.PrometheusTokenFile, o.AlertSlackFile, o.AlertmanagerURLFile = "", "", ""
 			o.StateStore, o.LeaderElect, o.Kubernetes, o.IstioXDSAddr = "", false, false, ""
+			o.Clusters, o.ClusterSecrets = nil, false
 			d, err = New(o)
 			if err != nil {
 				t.Fatalf("state dir left locked: %v", err)

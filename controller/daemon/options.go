@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/clusters"
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/runner"
 	"github.com/sluice-dev/sluice/controller/store/kubestore"
@@ -149,6 +150,16 @@ type Options struct {
 	// istiod's status, else it reports the weight unverified. Needs
 	// Kubernetes.
 	IstioXDSAddr string
+	// Clusters are the --cluster values, NAME=KUBECONFIG[,key=value...]
+	// (clusters.ParseFlag): clusters beyond the home one that rollouts may
+	// run in; an entry on the home apiserver names and labels home.
+	// Needs Kubernetes.
+	Clusters []string
+	// ClusterSecrets makes Secrets labelled sluice.io/cluster=true in
+	// Namespace more clusters (controller/clusters). Off by default: it
+	// needs RBAC on Secrets, and whoever may write one there adds a
+	// cluster. Needs Kubernetes.
+	ClusterSecrets bool
 
 	// LeaderElect runs the daemon only while this replica holds the Lease
 	// (controller/replica); needs Kubernetes and StateStoreKubernetes (a
@@ -292,6 +303,23 @@ func (o *Options) defaults() error {
 		}
 		if _, _, err := net.SplitHostPort(o.IstioXDSAddr); err != nil {
 			return fmt.Errorf("--istio-xds-addr %q: want host:port of istiod's plaintext xDS (e.g. istiod.istio-system.svc:15010): %w", o.IstioXDSAddr, err)
+		}
+	}
+	return o.checkClusters()
+}
+
+// checkClusters checks the --cluster values without reading their
+// kubeconfigs: clusters.Load does, when the daemon connects.
+func (o *Options) checkClusters() error {
+	if len(o.Clusters) > 0 && !o.Kubernetes {
+		return errors.New("--cluster needs --kubernetes")
+	}
+	if o.ClusterSecrets && !o.Kubernetes {
+		return errors.New("--cluster-secrets needs --kubernetes")
+	}
+	for _, c := range o.Clusters {
+		if _, err := clusters.ParseFlag(c); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -32,11 +32,18 @@ func NewCutProxy(t testing.TB, target string) *CutProxy {
 }
 
 // Addr is the address to dial instead of the target.
-func (p *CutProxy) Addr() string { return p.lis.Addr().String() }
+func (p *CutProxy) Addr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lis.Addr().String()
+}
 
 func (p *CutProxy) serve() {
+	p.mu.Lock()
+	lis := p.lis
+	p.mu.Unlock()
 	for {
-		in, err := p.lis.Accept()
+		in, err := lis.Accept()
 		if err != nil {
 			return
 		}
@@ -75,4 +82,22 @@ func (p *CutProxy) Cut() {
 	for _, c := range p.conns {
 		_ = c.Close()
 	}
+	p.conns = nil
+}
+
+// Restore ends a Cut: the proxy listens on the same address again, as a
+// healed partition. A no-op while not cut.
+func (p *CutProxy) Restore(t testing.TB) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.cut {
+		return
+	}
+	lis, err := net.Listen("tcp", p.lis.Addr().String())
+	if err != nil {
+		t.Fatalf("restore proxy on %s: %v", p.lis.Addr(), err)
+	}
+	p.lis, p.cut = lis, false
+	go p.serve()
 }
