@@ -154,6 +154,7 @@ keys (lists for repeatable flags); flags on the command line win.`,
 	f.StringSliceVar(&o.WatchNamespaces, "watch-namespaces", nil, "with --kubernetes, the only namespaces sluice runs rollouts in (comma-separated or repeated; default: all); rollouts elsewhere are rejected")
 	f.StringVar(&o.IstioXDSAddr, "istio-xds-addr", "", "with --kubernetes, istiod's plaintext xDS address (host:port, e.g. istiod.istio-system.svc:15010): the Istio router then verifies each weight by what istiod sends a proxyless gRPC client (default: by istiod's status, else unverified)")
 	f.StringArrayVar(&o.Clusters, "cluster", nil, "with --kubernetes, another cluster rollouts may run in: NAME=KUBECONFIG[,key=value...] (labels for sluice.io/clusters; repeatable); an entry whose kubeconfig points at the home apiserver names and labels the home cluster")
+	f.DurationVar(&o.ClusterProbeInterval, "cluster-probe-interval", 10*time.Second, "with --cluster, how often each cluster's /readyz is probed; a cluster that fails a probe holds its rollouts' parts until one succeeds")
 	f.BoolVar(&o.ClusterSecrets, "cluster-secrets", false, "with --kubernetes, also read clusters from the Secrets labelled sluice.io/cluster=true in --namespace (needs RBAC on Secrets there)")
 	f.StringVar(&o.configFile, "config", "", "YAML file with the same settings")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/clusters"
 	"github.com/sluice-dev/sluice/controller/rollout"
 	"github.com/sluice-dev/sluice/controller/workload"
 	"github.com/sluice-dev/sluice/scheduler/global"
@@ -27,10 +30,6 @@ import (
 // ReplicaSets and pods are named as in a single cluster; expandClusters
 // replaces each multi-cluster rollout of a loaded set by its parts
 // (scheduler/global); waves.go runs the wave program over the parts.
-
-// HomeCluster is the home cluster's name unless a --cluster entry that
-// points at the home apiserver names it.
-const HomeCluster = "home"
 
 // remoteConnectRetry is how long a cluster that could not be reached at
 // start waits before the next attempt.
@@ -56,10 +55,63 @@ type remoteCluster struct {
 
 // homeCluster is the home cluster's name ("home" in standalone mode).
 func (d *Daemon) homeCluster() string {
-	if d.kube == nil || d.kube.homeName == "" {
-		return HomeCluster
+	if d.kube == nil {
+		return clusters.HomeName
 	}
 	return d.kube.homeName
+}
+
+// loadClusters reads the clusters (--cluster, cluster Secrets): the home
+// cluster's name and labels, and one remoteCluster per other cluster,
+// connected later (connectRemotes); health probes every one.
+func (k *kubeParts) loadClusters(o Options, home *rest.Config, client kubernetes.Interface) error {
+	var specs []clusters.Spec
+	for _, v := range o.Clusters {
+		s, err := clusters.ParseFlag(v)
+		if err != nil {
+			return err
+		}
+		specs = append(specs, s)
+	}
+	lo := clusters.Options{Home: home, Flags: specs, Namespace: o.OwnNamespace(), Limit: limitRate}
+	if o.ClusterSecrets {
+		lo.Client = client
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	all, err := clusters.Load(ctx, lo)
+	if err != nil {
+		return fmt.Errorf("clusters: %w", err)
+	}
+	for _, c := range all {
+		if c.Home {
+			k.homeName, k.homeLabels = c.Name, c.Labels
+			continue
+		}
+		k.remotes[c.Name] = &remoteCluster{name: c.Name, labels: c.Labels, config: c.Config}
+	}
+	if len(k.remotes) > 0 {
+		k.health, err = clusters.NewHealth(all, clusters.HealthOptions{Interval: o.ClusterProbeInterval,
+			OnChange: func(string, bool) { k.pokeWaves() }})
+	}
+	return err
+}
+
+// pokeWaves asks the wave loop to look again (a cluster went down or came
+// back).
+func (k *kubeParts) pokeWaves() {
+	if k.waves != nil {
+		k.waves.poke()
+	}
+}
+
+// runHealth probes the clusters until ctx ends (at once with no remote
+// cluster).
+func (k *kubeParts) runHealth(ctx context.Context) error {
+	if k.health != nil {
+		k.health.Run(ctx)
+	}
+	return nil
 }
 
 // clusterWorkloads sends a rollout's workload actions to the cluster its
@@ -249,12 +301,21 @@ func (d *Daemon) trackWaves(set *api.Set) {
 	d.kube.waves.track(set)
 }
 
-// unreachable names the remote clusters not connected, with why.
+// unreachable names the clusters that cannot be reached, with why: the
+// probes' verdicts, and remote clusters not connected yet.
 func (k *kubeParts) unreachable() map[string]string {
 	out := map[string]string{}
 	for name, r := range k.remotes {
 		if r.ready.Load() == nil {
 			out[name] = r.notConnected()
+		}
+	}
+	if k.health == nil {
+		return out
+	}
+	for _, name := range append(slices.Collect(maps.Keys(k.remotes)), k.homeName) {
+		if reason := k.health.Reason(name); reason != "" {
+			out[name] = reason
 		}
 	}
 	return out

@@ -324,6 +324,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		run("routes", d.kube.runRouters)
 		run("workloadref", d.kube.refScaler.run)
 		run("waves", d.kube.waves.run)
+		run("cluster health", d.kube.runHealth)
 	}
 	if d.debugLis != nil {
 		run("debug", func(ctx context.Context) error { return profiling.Serve(ctx, d.debugLis) })

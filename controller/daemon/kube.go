@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/clusters"
 	"github.com/sluice-dev/sluice/controller/rollout"
 	"github.com/sluice-dev/sluice/controller/runner"
 	"github.com/sluice-dev/sluice/controller/workload"
@@ -57,6 +58,7 @@ type kubeParts struct {
 	homeName   string
 	homeLabels map[string]string
 	remotes    map[string]*remoteCluster
+	health     *clusters.Health // nil without remote clusters
 	waves      *waveLoop
 }
 
@@ -70,6 +72,9 @@ const (
 	kubeBurst = 200
 )
 
+// limitRate gives a connection sluice's client rate limits.
+func limitRate(cfg *rest.Config) { cfg.QPS, cfg.Burst = kubeQPS, kubeBurst }
+
 // KubeConfig follows the usual loading rules: an explicit file, then
 // $KUBECONFIG, then ~/.kube/config, then the in-cluster service account;
 // every client built from it gets sluice's rate limits.
@@ -80,7 +85,7 @@ func KubeConfig(path string) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
-	cfg.QPS, cfg.Burst = kubeQPS, kubeBurst
+	limitRate(cfg)
 	return cfg, nil
 }
 
@@ -95,7 +100,10 @@ func newKubeParts(o Options, next runner.Traffic, reg *prometheus.Registry, log 
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	k := &kubeParts{refChanged: make(chan struct{}, 1), client: client, homeName: HomeCluster, remotes: map[string]*remoteCluster{}}
+	k := &kubeParts{refChanged: make(chan struct{}, 1), client: client, homeName: clusters.HomeName, remotes: map[string]*remoteCluster{}}
+	if err := k.loadClusters(o, cfg, client); err != nil {
+		return nil, err
+	}
 	if k.workloads, err = workload.New(workload.Options{
 		Client: client, SchedulePods: o.SchedulePods, Namespaces: o.WatchNamespaces, Logger: log, Registry: reg,
 		OnReady:     k.podsReady,

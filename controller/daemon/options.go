@@ -160,6 +160,9 @@ type Options struct {
 	// needs RBAC on Secrets, and whoever may write one there adds a
 	// cluster. Needs Kubernetes.
 	ClusterSecrets bool
+	// ClusterProbeInterval is how often each cluster's /readyz is probed
+	// (0: clusters.HealthOptions' default, 10s).
+	ClusterProbeInterval time.Duration
 
 	// LeaderElect runs the daemon only while this replica holds the Lease
 	// (controller/replica); needs Kubernetes and StateStoreKubernetes (a
