@@ -41,6 +41,8 @@ func (m *machine) change(c Change) {
 			ticket = earlier(ticket, q.Ticket)
 			m.s.Queued = nil
 		}
+		// Nor does it wait for its wave until approved (waves.go).
+		m.s.WaveWait = nil
 		m.s.Pending = &Pending{Commit: c.Commit, Class: c.Class, Rollout: c.Rollout, Reasons: c.Risky, ResumeStep: c.ResumeStep, Ticket: ticket}
 		m.alert(AlertRolloutPaused, c.Commit, "waiting for approval: "+strings.Join(c.Risky, "; "), "approval")
 		return
@@ -138,7 +140,9 @@ func (m *machine) edit(commit string, r *api.Rollout, resume *int32) {
 	if resume != nil && *resume >= 0 {
 		idx = *resume
 	}
-	if n := m.s.StepCount(); idx > n {
+	if n := m.s.StepCount(); idx > n || m.s.WaveHeld {
+		// A part holding for later waves has done its steps: an edit
+		// leaves it holding (waves.go).
 		idx = n
 	}
 	m.s.StepIndex = idx
@@ -221,6 +225,8 @@ func (m *machine) newCanary(commit string, r *api.Rollout) {
 	m.s.MirrorRoutes = nil
 	m.s.StepIndex = 0
 	m.s.Cursor = CursorEnter
+	m.s.WaveCancelled = nil
+	m.clearWave()
 	m.pushTraffic()
 	if served && oldHash != m.s.CanaryHash {
 		m.drain(oldVersion, oldHash, oldSpec, m.s.workload().ScaleDownDelay)
@@ -246,6 +252,7 @@ func (m *machine) remove(commit string) {
 	m.s.Pending = nil
 	m.s.Queued = nil
 	m.s.WaveWait = nil
+	m.clearWave()
 	m.s.Removed = true
 	if commit == "" {
 		commit = m.s.Commit

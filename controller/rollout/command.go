@@ -36,6 +36,9 @@ func (s State) Allows(cmd CommandKind) error {
 			// The queued version replaces the aborted one when it starts.
 			return refuse("a new version waits for a canary slot")
 		}
+		if s.WaveWait != nil {
+			return refuse("a new version waits for its wave")
+		}
 		if !s.Aborted && (s.Hold == nil || s.Hold.Kind != HoldInconclusive && s.Hold.Kind != HoldProgressDeadline) {
 			return refuse("nothing to retry: not aborted, no inconclusive analysis and no progress deadline")
 		}

@@ -74,7 +74,26 @@ func genSpec(src source, kube bool) *api.Rollout {
 	if err != nil {
 		panic(err)
 	}
+	if src.IntN(4) == 0 {
+		// A multi-cluster rollout's part (waves.go).
+		r.Wave = &api.WaveSeat{Cluster: "c", Wave: 1 + src.IntN(3), Waves: 3, HoldAtFull: src.IntN(2) == 0}
+	}
 	return r
+}
+
+// genWaveEvent is one of the wave program's events.
+func genWaveEvent(src source) Event {
+	switch src.IntN(5) {
+	case 0:
+		return WaveOpen{}
+	case 1:
+		return WaveRelease{}
+	case 2:
+		return WaveFailed{Reason: "wave 1 failed in c0", Abort: src.IntN(2) == 0}
+	case 3:
+		return ClusterReachability{Down: true, Reason: "cluster c unreachable"}
+	}
+	return ClusterReachability{}
 }
 
 var genPhases = []AnalysisPhase{AnalysisRunning, AnalysisSuccessful, AnalysisSuccessful, AnalysisFailed, AnalysisInconclusive, AnalysisError}
@@ -163,6 +182,9 @@ func genEvent(src source, s State, n int, kube, queue bool) Event {
 		}
 		return AnalysisResult{Run: run, Phase: genPhases[src.IntN(len(genPhases))], Metrics: []MetricStatus{{Name: "m", Value: "1"}}}
 	default:
+		if src.IntN(3) == 0 {
+			return genWaveEvent(src)
+		}
 		return Command{Kind: genCommands[src.IntN(len(genCommands))]}
 	}
 }
@@ -233,7 +255,7 @@ func (x *exposure) last(hash string) int32 {
 // its Ready pods cover the new share. A new version (also one that waited
 // in the canary queue) or a rollback moves a
 // canary's traffic back to stable at once, as Argo does; that rise is
-// exempt. It also checks that one Step emits at most one ScaleWorkloads,
+// exempt (also when the new version waited for its wave). It also checks that one Step emits at most one ScaleWorkloads,
 // naming the state's desired sets.
 func checkPods(x *exposure, next State, ev Event, acts []Action) error {
 	if !next.kubernetes() {
@@ -249,9 +271,11 @@ func checkPods(x *exposure, next State, ev Event, acts []Action) error {
 			}
 		case SetTraffic:
 			_, isChange := ev.(Change)
-			// A queued new version starting on SlotGranted is a change too.
+			// A queued new version starting on SlotGranted, or one that
+			// waited for its wave on WaveOpen, is a change too.
 			_, isGrant := ev.(SlotGranted)
-			isChange = isChange || isGrant || ev == Command{Kind: CmdApprove}
+			_, isOpen := ev.(WaveOpen)
+			isChange = isChange || isGrant || isOpen || ev == Command{Kind: CmdApprove}
 			for _, sh := range trafficShares(a.Traffic) {
 				if sh.Weight <= x.last(sh.Hash) || isChange && sh.Hash == next.StableHash {
 					continue
@@ -307,6 +331,9 @@ func checkTransition(prev, next State, ev Event, acts []Action) error {
 	if err := checkQueue(prev, next, ev, acts); err != nil {
 		return err
 	}
+	if err := checkWaves(next); err != nil {
+		return err
+	}
 	if next.Seq != prev.Seq && next.Seq != prev.Seq+1 {
 		return fmt.Errorf("seq jumped %d -> %d", prev.Seq, next.Seq)
 	}
@@ -322,7 +349,9 @@ func checkTransition(prev, next State, ev Event, acts []Action) error {
 	if prev.Wait != nil && prev.Wait.Kind == WaitAbort && next.Weights == prev.Weights {
 		restarted = false
 	}
-	if next.CanaryActive() && (next.Weights.Canary > prev.Weights.Canary || restarted && next.Weights.Canary > 0) {
+	// A part holding for later waves is at 100 % once its steps are done.
+	heldAtFull := next.WaveHeld && next.Weights.Canary == 100
+	if next.CanaryActive() && !heldAtFull && (next.Weights.Canary > prev.Weights.Canary || restarted && next.Weights.Canary > 0) {
 		if !setWeights(next, next.StepIndex)[next.Weights.Canary] {
 			return fmt.Errorf("canary weight %d is set by no step up to %d", next.Weights.Canary, next.StepIndex)
 		}
@@ -346,6 +375,9 @@ func checkTransition(prev, next State, ev Event, acts []Action) error {
 		}
 		if _, ok := ev.(SlotGranted); ok && prev.Queued != nil {
 			incoming = prev.Queued.Rollout.Version
+		}
+		if _, ok := ev.(WaveOpen); ok && prev.WaveWait != nil {
+			incoming = prev.WaveWait.Rollout.Version
 		}
 		// Pushing the stable version again rolls back; a new version
 		// without steps promotes at once.
@@ -371,6 +403,19 @@ func checkTransition(prev, next State, ev Event, acts []Action) error {
 	}
 	if last != nil && !reflect.DeepEqual(last.Traffic, next.Traffic()) {
 		return fmt.Errorf("last SetTraffic %+v differs from state traffic %+v", last.Traffic, next.Traffic())
+	}
+	return nil
+}
+
+// checkWaves checks a multi-cluster part (waves.go): a canary waiting for
+// its wave never runs beside another canary in flight, and a part holds
+// at 100 % only with its canary in flight and its steps done.
+func checkWaves(s State) error {
+	if s.WaveWait != nil && s.CanaryActive() {
+		return fmt.Errorf("canary %s in flight while %s waits for its wave", s.CanaryVersion, s.WaveWait.Rollout.Version)
+	}
+	if s.WaveHeld && (!s.CanaryActive() || s.StepIndex < s.StepCount()) {
+		return fmt.Errorf("holding for later waves at step %d/%d, canary active %v", s.StepIndex, s.StepCount(), s.CanaryActive())
 	}
 	return nil
 }

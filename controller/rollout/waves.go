@@ -65,8 +65,17 @@ type WaveCancel struct {
 func waitsForWave(r *api.Rollout) bool { return r.Wave != nil && r.Wave.Wave > 1 }
 
 // parkForWave keeps a new canary until WaveOpen; the stable keeps all
-// traffic. A newer version waiting replaces the older one.
+// traffic. A newer version waiting replaces the older one, and a canary in
+// flight is dropped back to stable, as a single-cluster rollout drops it
+// for a newer version: the newer one must wait for its wave.
 func (m *machine) parkForWave(commit string, r *api.Rollout, ticket uint64) {
+	if m.s.CanaryActive() {
+		stable := m.s.StableSpec
+		if stable == nil {
+			stable = m.s.Spec
+		}
+		m.rollback(m.s.Commit, stable)
+	}
 	m.s.WaveWait = &Queued{Commit: commit, Rollout: r, Ticket: ticket}
 	m.s.WaveCancelled = nil
 }

@@ -294,3 +294,31 @@ func TestWavesUnreachableCluster(t *testing.T) {
 		t.Errorf("wave 3 should start: %d, %s", out.Current, w.describe())
 	}
 }
+
+// TestWaveNewerVersionWaitsAgain: a newer version reaching a part of a
+// later wave while its canary is in flight drops that canary back to
+// stable and waits for its wave; a part holding at 100 % starts it at once
+// (wave 1) with its wave marks cleared.
+func TestWaveNewerVersionWaitsAgain(t *testing.T) {
+	w := newWaveWorld(t, api.OnWaveFailureRollbackAll, []string{"a"}, []string{"b"})
+	w.newVersion("v2")
+	w.program()
+	w.fire("a")
+	w.program() // b runs v2
+	if s := w.state("b"); s.CanaryVersion != "v2" || s.Weights.Canary != 50 {
+		t.Fatalf("b should run v2 at 50%%: %s", w.describe())
+	}
+	w.newVersion("v3")
+	if s := w.state("b"); s.CanaryVersion != "" || s.Weights.Canary != 0 || s.WaveWait == nil || s.WaveWait.Rollout.Version != "v3" {
+		t.Fatalf("b should be back on stable v1, v3 waiting: %s", w.describe())
+	}
+	if s := w.state("a"); s.WaveHeld || s.CanaryVersion != "v3" || s.Weights.Canary != 50 {
+		t.Fatalf("a should run v3 from its first step, no longer held: %s", w.describe())
+	}
+	w.fire("a")
+	w.program()
+	w.fire("b")
+	if out := w.program(); out.Current != 0 || w.state("a").StableVersion != "v3" || w.state("b").StableVersion != "v3" {
+		t.Fatalf("v3 should be everywhere: %s", w.describe())
+	}
+}
