@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -115,7 +116,7 @@ func (f *fleet) watchVersion(t *testing.T, version string) *waveWatch {
 				if w.seen(name) {
 					continue
 				}
-				if rs := replicaSetOf(t, c, f.ns, "mc", version); rs != nil && *rs.Spec.Replicas > 0 {
+				if scaledUp(c, f.ns, version) {
 					w.mu.Lock()
 					w.started[name] = time.Now()
 					w.order = append(w.order, name)
@@ -131,6 +132,24 @@ func (f *fleet) watchVersion(t *testing.T, version string) *waveWatch {
 	}()
 	t.Cleanup(w.close)
 	return w
+}
+
+// scaledUp reports whether the cluster holds a ReplicaSet of mc at version
+// with replicas; a cluster that cannot be asked (its apiserver stopped)
+// holds none as far as the watch knows.
+func scaledUp(c *kubetest.Cluster, ns, version string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	list, err := c.Client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: selector("mc", "")})
+	if err != nil {
+		return false
+	}
+	for _, rs := range list.Items {
+		if rs.Spec.Template.Spec.Containers[0].Image == version && *rs.Spec.Replicas > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *waveWatch) seen(name string) bool {
@@ -191,7 +210,10 @@ func (f *fleet) waitReplicas(t *testing.T, cluster, want string, versions ...str
 //   - v4, on-wave-failure hold, the same failure: eu-1 keeps v4, eu-2 never
 //     gets v4;
 //   - v5 with sluice SIGKILLed while wave 2 runs: the restarted sluice goes
-//     on at the same wave (eu-1 still held, eu-2 not started) and finishes.
+//     on at the same wave (eu-1 still held, eu-2 not started) and finishes;
+//   - v6 with us-1's kube-apiserver stopped while wave 2 runs there: us-1's
+//     part holds with the reason past its pause, eu-2 does not start, and
+//     once the apiserver is back the rollout finishes.
 func TestKubeMultiClusterWaves(t *testing.T) {
 	f := startFleet(t)
 	var failIn atomic.Value
@@ -207,7 +229,7 @@ func TestKubeMultiClusterWaves(t *testing.T) {
 	}
 	repo.push("v1", files(v1, "rollback-all", 2))
 	stateDir := filepath.Join(t.TempDir(), "state")
-	flags := append([]string{"--state-dir", stateDir}, f.flags...)
+	flags := append([]string{"--state-dir", stateDir, "--cluster-probe-interval", "1s"}, f.flags...)
 	d := startDaemon(t, repo, flags...)
 	for _, c := range []string{"eu-1", "eu-2", "us-1"} {
 		f.waitReplicas(t, c, "v1=2", v1)
@@ -218,7 +240,12 @@ func TestKubeMultiClusterWaves(t *testing.T) {
 
 	// v2: three waves in order.
 	watch := f.watchVersion(t, v2)
+	pushed := time.Now()
 	repo.push("v2", files(v2, "rollback-all", 2))
+	d.waitStatus(f.ns+"/mc@eu-1", 60*time.Second, "wave 1 paused", func(s httpapi.RolloutStatus) bool {
+		return s.CanaryVersion == v2 && s.Phase == rollout.PhasePaused
+	})
+	t.Logf("v2: push to wave 1 (eu-1) Paused: %v", time.Since(pushed).Round(10*time.Millisecond))
 	kubetest.Eventually(t, 90*time.Second, "us-1 starts v2", func() (bool, string) { return watch.seen("us-1"), strings.Join(watch.order, ",") })
 	if got := f.replicas(t, "eu-1", v1, v2); got != "v1=2 v2=2" {
 		t.Errorf("eu-1 when wave 2 started: %s; want v2 at full size with v1 kept (rollback-all)", got)
@@ -236,6 +263,10 @@ func TestKubeMultiClusterWaves(t *testing.T) {
 	if order := strings.Join(watch.result(), ","); order != "eu-1,us-1,eu-2" {
 		t.Errorf("waves started in order %s; want eu-1,us-1,eu-2", order)
 	}
+	for _, c := range watch.order {
+		t.Logf("v2: %s started %v after the push", c, watch.started[c].Sub(pushed).Round(10*time.Millisecond))
+	}
+	t.Logf("v2: every cluster on v2 only %v after the push", time.Since(pushed).Round(10*time.Millisecond))
 
 	// v3 fails in us-1: rollback-all.
 	failIn.Store("us-1")
@@ -295,5 +326,42 @@ func TestKubeMultiClusterWaves(t *testing.T) {
 	}
 	if order := strings.Join(watch.result(), ","); order != "eu-1,us-1,eu-2" {
 		t.Errorf("v5 waves started in order %s; want eu-1,us-1,eu-2", order)
+	}
+
+	// v6 with us-1's apiserver stopped while wave 2 runs (pause 10s).
+	const v6 = "e2e/app:v6"
+	watch = f.watchVersion(t, v6)
+	repo.push("v6", files(v6, "rollback-all", 10))
+	kubetest.Eventually(t, 90*time.Second, "us-1 starts v6", func() (bool, string) { return watch.seen("us-1"), strings.Join(watch.order, ",") })
+	d.waitStatus(f.ns+"/mc@us-1", 30*time.Second, "us-1 paused", func(s httpapi.RolloutStatus) bool {
+		return s.CanaryVersion == v6 && s.Phase == rollout.PhasePaused
+	})
+	us1 := f.clusters["us-1"]
+	if err := us1.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	held = d.waitStatus(f.ns+"/mc@us-1", 30*time.Second, "us-1 held: unreachable", func(s httpapi.RolloutStatus) bool {
+		return strings.Contains(s.Message, "cluster us-1 unreachable since")
+	})
+	t.Logf("v6: us-1's part held %v after its apiserver stopped: %q", time.Since(stopped).Round(10*time.Millisecond), held.Message)
+	time.Sleep(time.Until(stopped.Add(14 * time.Second))) // past us-1's pause and the soak
+	if st, _ := d.status(f.ns + "/mc@us-1"); st.CanaryVersion != v6 || st.StepIndex != 1 || st.Wave == nil || !strings.Contains(st.Wave.Program, "cluster us-1 unreachable") {
+		t.Errorf("us-1's part moved on or lost its reason while its cluster was unreachable: step %d, %q, wave %+v", st.StepIndex, st.Message, st.Wave)
+	}
+	if watch.seen("eu-2") {
+		t.Errorf("eu-2 started v6 while us-1 was unreachable")
+	}
+	if got := f.replicas(t, "eu-1", v5, v6); got != "v5=2 v6=2" {
+		t.Errorf("eu-1 while us-1 is unreachable: %s; want v6 held at full size with v5 kept", got)
+	}
+	if err := us1.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"eu-1", "us-1", "eu-2"} {
+		f.waitReplicas(t, c, "v5=0 v6=2", v5, v6)
+	}
+	if order := strings.Join(watch.result(), ","); order != "eu-1,us-1,eu-2" {
+		t.Errorf("v6 waves started in order %s; want eu-1,us-1,eu-2", order)
 	}
 }
