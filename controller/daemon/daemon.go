@@ -195,7 +195,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 		d.kube.runner.Store(d.runner)
 		d.kube.waves = newWaveLoop(d.runner, d.kube.unreachable, d.log)
 	}
-	reg.MustRegister(newRolloutCollector(d.runner))
+	reg.MustRegister(newRolloutCollector(d.runner, d.homeCluster()))
 	d.refused = newRefusedRevisions(reg)
 	lastCommit, err := d.store.LastCommit()
 	if err != nil {

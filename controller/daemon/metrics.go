@@ -15,8 +15,11 @@ import (
 
 // rolloutCollector exports each rollout's phase, weights and step from the
 // runner at scrape time, so the metrics can never disagree with the status.
+// A multi-cluster rollout's parts are the rollout's name with the part's
+// cluster; a single-cluster rollout's cluster is the home cluster.
 type rolloutCollector struct {
 	runner *runner.Runner
+	home   string
 	phase  *prometheus.Desc
 	weight *prometheus.Desc
 	step   *prometheus.Desc
@@ -24,12 +27,13 @@ type rolloutCollector struct {
 
 var phases = []rollout.Phase{rollout.PhaseProgressing, rollout.PhasePaused, rollout.PhaseHealthy, rollout.PhaseDegraded}
 
-func newRolloutCollector(r *runner.Runner) *rolloutCollector {
+func newRolloutCollector(r *runner.Runner, home string) *rolloutCollector {
 	return &rolloutCollector{
 		runner: r,
-		phase:  prometheus.NewDesc("sluice_rollout_phase", "1 for the rollout's current phase, 0 for the others.", []string{"namespace", "name", "phase"}, nil),
-		weight: prometheus.NewDesc("sluice_rollout_weight", "Declared traffic weight in percent.", []string{"namespace", "name", "target"}, nil),
-		step:   prometheus.NewDesc("sluice_rollout_step", "Index of the step being executed (0-based).", []string{"namespace", "name"}, nil),
+		home:   home,
+		phase:  prometheus.NewDesc("sluice_rollout_phase", "1 for the rollout's current phase, 0 for the others.", []string{"namespace", "name", "cluster", "phase"}, nil),
+		weight: prometheus.NewDesc("sluice_rollout_weight", "Declared traffic weight in percent.", []string{"namespace", "name", "cluster", "target"}, nil),
+		step:   prometheus.NewDesc("sluice_rollout_step", "Index of the step being executed (0-based).", []string{"namespace", "name", "cluster"}, nil),
 	}
 }
 
@@ -41,19 +45,24 @@ func (c *rolloutCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *rolloutCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range c.runner.List() {
+		key := api.Key{Namespace: s.Namespace, Name: s.Name}
+		name, cluster := key.Parent().Name, key.Cluster()
+		if cluster == "" {
+			cluster = c.home
+		}
 		for _, p := range phases {
 			v := 0.0
 			if s.Phase == p {
 				v = 1
 			}
-			ch <- prometheus.MustNewConstMetric(c.phase, prometheus.GaugeValue, v, s.Namespace, s.Name, string(p))
+			ch <- prometheus.MustNewConstMetric(c.phase, prometheus.GaugeValue, v, s.Namespace, name, cluster, string(p))
 		}
-		ch <- prometheus.MustNewConstMetric(c.weight, prometheus.GaugeValue, float64(s.Weights.Stable), s.Namespace, s.Name, "stable")
-		ch <- prometheus.MustNewConstMetric(c.weight, prometheus.GaugeValue, float64(s.Weights.Canary), s.Namespace, s.Name, "canary")
+		ch <- prometheus.MustNewConstMetric(c.weight, prometheus.GaugeValue, float64(s.Weights.Stable), s.Namespace, name, cluster, "stable")
+		ch <- prometheus.MustNewConstMetric(c.weight, prometheus.GaugeValue, float64(s.Weights.Canary), s.Namespace, name, cluster, "canary")
 		if s.Weights.Baseline > 0 {
-			ch <- prometheus.MustNewConstMetric(c.weight, prometheus.GaugeValue, float64(s.Weights.Baseline), s.Namespace, s.Name, "baseline")
+			ch <- prometheus.MustNewConstMetric(c.weight, prometheus.GaugeValue, float64(s.Weights.Baseline), s.Namespace, name, cluster, "baseline")
 		}
-		ch <- prometheus.MustNewConstMetric(c.step, prometheus.GaugeValue, float64(s.StepIndex), s.Namespace, s.Name)
+		ch <- prometheus.MustNewConstMetric(c.step, prometheus.GaugeValue, float64(s.StepIndex), s.Namespace, name, cluster)
 	}
 }
 
