@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/clusters"
 	"github.com/sluice-dev/sluice/controller/rollout"
+	"github.com/sluice-dev/sluice/controller/runner"
 	"github.com/sluice-dev/sluice/controller/workload"
 	"github.com/sluice-dev/sluice/scheduler/global"
 	"github.com/sluice-dev/sluice/scheduler/kube"
@@ -47,10 +48,13 @@ type remoteCluster struct {
 	labels map[string]string
 	config *rest.Config
 
-	ready   atomic.Pointer[workload.Manager]
-	binder  atomic.Pointer[kube.Binder]
-	mu      sync.Mutex
-	lastErr error
+	ready  atomic.Pointer[workload.Manager]
+	binder atomic.Pointer[kube.Binder]
+	// onConnect re-applies the commit in force: the parts held back
+	// while the cluster was not connected are created then.
+	onConnect func()
+	mu        sync.Mutex
+	lastErr   error
 }
 
 // homeCluster is the home cluster's name ("home" in standalone mode).
@@ -88,7 +92,7 @@ func (k *kubeParts) loadClusters(o Options, home *rest.Config, client kubernetes
 			k.homeName, k.homeLabels = c.Name, c.Labels
 			continue
 		}
-		k.remotes[c.Name] = &remoteCluster{name: c.Name, labels: c.Labels, config: c.Config}
+		k.remotes[c.Name] = &remoteCluster{name: c.Name, labels: c.Labels, config: c.Config, onConnect: k.signalRefChange}
 	}
 	if len(k.remotes) > 0 {
 		k.health, err = clusters.NewHealth(all, clusters.HealthOptions{Interval: o.ClusterProbeInterval,
@@ -235,6 +239,9 @@ func (r *remoteCluster) start(ctx context.Context, o Options, report func(key ap
 	}
 	r.ready.Store(m)
 	log.Info("cluster connected")
+	if r.onConnect != nil {
+		r.onConnect()
+	}
 	return nil
 }
 
@@ -319,4 +326,28 @@ func (k *kubeParts) unreachable() map[string]string {
 		}
 	}
 	return out
+}
+
+// holdUnconnected leaves out of a commit the events of parts whose cluster
+// has not been connected yet: nothing can be known of what that cluster
+// holds (a lost record could not be recovered), nor done there. The
+// commit applies to every other rollout and part; once the cluster
+// connects, the commit in force is applied again (remoteCluster.onConnect)
+// and creates them. Meanwhile the wave program counts the cluster as
+// unreachable.
+func (d *Daemon) holdUnconnected(events []runner.KeyedEvent) []runner.KeyedEvent {
+	if d.kube == nil || len(d.kube.remotes) == 0 {
+		return events
+	}
+	kept := events[:0:0]
+	for _, ke := range events {
+		if r, ok := d.kube.remotes[ke.Key.Cluster()]; ok && r.ready.Load() == nil {
+			if _, known := d.runner.State(ke.Key); !known {
+				d.log.Warn("part held back until its cluster is connected", "rollout", ke.Key.String(), "reason", r.notConnected())
+				continue
+			}
+		}
+		kept = append(kept, ke)
+	}
+	return kept
 }

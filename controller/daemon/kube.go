@@ -48,7 +48,8 @@ type kubeParts struct {
 	// when the runner starts, and so asks for a fresh report of every set.
 	runner atomic.Pointer[runner.Runner]
 	// refs resolves workloadRef rollouts and scales their Deployments;
-	// refChanged (capacity 1) says a referenced Deployment changed.
+	// refChanged (capacity 1) asks followGit to apply the commit in force
+	// again: a referenced Deployment changed, or a cluster connected.
 	refs       *workloadref.Resolver
 	refChanged chan struct{}
 	refScaler  *refScaler

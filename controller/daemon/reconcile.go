@@ -34,6 +34,7 @@ func (d *Daemon) apply(ctx context.Context, rev gitwatch.Revision) error {
 		d.templates.update(rev.Set)
 		lost := d.lostOnReplay(rev.Commit, rev.Set)
 		d.refuseHostIntruders(rev.Commit, rev.Set, lost)
+		lost = d.holdUnconnected(lost)
 		if err := d.recoverLost(ctx, rev.Commit, lost); err != nil {
 			return err
 		}
@@ -72,6 +73,7 @@ func (d *Daemon) apply(ctx context.Context, rev gitwatch.Revision) error {
 		events = append(events, runner.KeyedEvent{Key: key, Event: rollout.Invalid{Commit: rev.Commit, Errors: diags}})
 	}
 	d.refuseHostIntruders(rev.Commit, rev.Set, events)
+	events = d.holdUnconnected(events)
 	if err := d.recoverLost(ctx, rev.Commit, events); err != nil {
 		return err
 	}

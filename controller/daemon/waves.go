@@ -138,12 +138,20 @@ func (w *waveLoop) evaluate(now time.Time) time.Duration {
 func (w *waveLoop) decide(parent api.Key, wr waveRollout, now time.Time, down map[string]string) rollout.WaveOutput {
 	var parts []rollout.State
 	for _, k := range wr.parts {
-		if s, ok := w.runner.State(k); ok {
+		s, ok := w.runner.State(k)
+		if ok {
 			parts = append(parts, s)
+			continue
+		}
+		// A part held back until its cluster connects (holdUnconnected)
+		// leaves its wave empty, which cannot pass; any other missing
+		// part is still being applied.
+		if _, unreachable := down[k.Cluster()]; !unreachable {
+			return rollout.WaveOutput{Summary: "applying the rollout to its clusters"}
 		}
 	}
-	if len(parts) < len(wr.parts) {
-		return rollout.WaveOutput{Summary: "applying the rollout to its clusters"}
+	if len(parts) == 0 {
+		return rollout.WaveOutput{Summary: "waiting for its clusters to connect"}
 	}
 	passed := w.passed[parent]
 	version := parts[0].WaveVersion()

@@ -308,7 +308,7 @@ func Waves(in WaveInput) WaveOutput {
 		return out
 	}
 	for w := 1; w <= len(byWave); w++ {
-		if !allPassed(byWave[w-1], out.Version) {
+		if len(byWave[w-1]) == 0 || !allPassed(byWave[w-1], out.Version) {
 			out.Current = w
 			break
 		}
@@ -360,7 +360,9 @@ func seatOf(s State) *api.WaveSeat {
 }
 
 // partsByWave groups the parts by wave (index 0 is wave 1); false when a
-// part has no seat or the waves are not numbered 1..n.
+// part has no seat or the parts disagree on the number of waves. A wave
+// may be empty: its parts are not there yet (their cluster is not
+// connected), and it cannot pass.
 func partsByWave(parts []State) ([][]State, bool) {
 	if len(parts) == 0 {
 		return nil, false
@@ -371,15 +373,13 @@ func partsByWave(parts []State) ([][]State, bool) {
 		if seat == nil || seat.Wave < 1 || seat.Wave > seat.Waves {
 			return nil, false
 		}
-		for len(byWave) < seat.Waves {
-			byWave = append(byWave, nil)
+		if byWave == nil {
+			byWave = make([][]State, seat.Waves)
 		}
-		byWave[seat.Wave-1] = append(byWave[seat.Wave-1], p)
-	}
-	for _, w := range byWave {
-		if len(w) == 0 {
+		if seat.Waves != len(byWave) {
 			return nil, false
 		}
+		byWave[seat.Wave-1] = append(byWave[seat.Wave-1], p)
 	}
 	return byWave, true
 }
@@ -460,6 +460,9 @@ func waveSummary(in WaveInput, byWave [][]State, out WaveOutput) string {
 		var clusters []string
 		for _, p := range byWave[out.Current-1] {
 			clusters = append(clusters, seatOf(p).Cluster)
+		}
+		if len(clusters) == 0 {
+			clusters = []string{"its clusters not connected"}
 		}
 		msg = fmt.Sprintf("wave %d/%d (%s) rolling out %s", out.Current, out.Waves, strings.Join(clusters, ", "), out.Version)
 		if out.WakeIn > 0 {

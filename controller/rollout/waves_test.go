@@ -322,3 +322,24 @@ func TestWaveNewerVersionWaitsAgain(t *testing.T) {
 		t.Fatalf("v3 should be everywhere: %s", w.describe())
 	}
 }
+
+// TestWavesMissingPart: a part not there yet (its cluster never
+// connected) leaves its wave empty: earlier waves go on, it never passes,
+// and no later wave opens.
+func TestWavesMissingPart(t *testing.T) {
+	w := newWaveWorld(t, api.OnWaveFailureRollbackAll, []string{"a"}, []string{"b"}, []string{"c"})
+	w.newVersion("v2")
+	missing := testKey.InCluster("b")
+	w.keys = slices.DeleteFunc(w.keys, func(k api.Key) bool { return k == missing })
+	down := map[string]string{"b": "cluster b: not connected yet"}
+	var parts []State
+	for _, k := range w.keys {
+		parts = append(parts, w.parts[k])
+	}
+	w.fire("a")
+	parts[0] = w.state("a")
+	out := Waves(WaveInput{Parts: parts, OnFailure: w.policy, Since: map[int]time.Duration{1: time.Hour}, Unreachable: down})
+	if out.Current != 2 || len(out.Events) != 0 || !strings.Contains(out.Summary, "wave 2/3 (its clusters not connected)") {
+		t.Fatalf("wave 2 has no part: %+v", out)
+	}
+}
