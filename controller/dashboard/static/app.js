@@ -255,8 +255,18 @@ function traffic(s) {
 <dt>xDS clients</dt><dd id="ack">${esc(ack)}</dd>
 <dt>Stable</dt><dd>${esc(s.stableVersion || "-")}</dd>
 <dt>Canary</dt><dd>${esc(s.canaryVersion || "-")}${s.aborted ? " (aborted)" : ""}</dd>
-<dt>Commit</dt><dd><code>${esc(s.commit || "-")}</code></dd>
+<dt>Commit</dt><dd><code>${esc(s.commit || "-")}</code></dd>${waves(s)}
 <dt>Age</dt><dd id="age">${age(s.createdAt)}${s.phaseSince ? `; ${esc(s.phase)} for ${age(s.phaseSince)}` : ""}</dd></dl>`;
+}
+
+// waves is a multi-cluster rollout's part: its cluster, its wave and why,
+// and where the whole rollout is.
+function waves(s) {
+  const w = s.wave;
+  if (!w) return "";
+  return `
+<dt>Cluster</dt><dd id="wave">${esc(w.cluster)}, wave ${w.wave}/${w.waves}${w.reason ? ` (${esc(w.reason)})` : ""}</dd>
+<dt>Waves</dt><dd id="program">${esc(w.program || "-")}</dd>`;
 }
 
 // clients is the table of the xDS clients connected to this sluice that
