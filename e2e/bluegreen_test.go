@@ -79,24 +79,28 @@ func blueGreenYAML(version string, endpoints map[string]string) string {
 }
 
 // gateTemplate asks url/<phase> whether the version is good.
-func gateTemplate(ns, url string) string {
+func gateTemplate(ns, url string) string { return argGateTemplate("gate", ns, url, "phase") }
+
+// argGateTemplate is a one-measurement web gate named name that asks
+// url/{{args.<arg>}} and passes on {"ok": true}.
+func argGateTemplate(name, ns, url, arg string) string {
 	return fmt.Sprintf(`apiVersion: argoproj.io/v1alpha1
 kind: AnalysisTemplate
 metadata:
-  name: gate
-  namespace: %s
+  name: %[1]s
+  namespace: %[2]s
 spec:
   args:
-  - name: phase
+  - name: %[4]s
   metrics:
   - name: gate
     count: 1
     successCondition: result.ok == true
     provider:
       web:
-        url: %s/{{args.phase}}
+        url: %[3]s/{{args.%[4]s}}
         jsonPath: "{$}"
-`, orDefault(ns), url)
+`, name, orDefault(ns), url, arg)
 }
 
 // TestBlueGreenOverXDS: a blue-green rollout observed by real gRPC xDS

@@ -77,24 +77,10 @@ spec:
 `, ns, version, onFailure, pause)
 }
 
+// clusterGateTemplate asks the gate about the part's cluster: cluster is
+// a built-in argument.
 func clusterGateTemplate(ns, url string) string {
-	return fmt.Sprintf(`apiVersion: argoproj.io/v1alpha1
-kind: AnalysisTemplate
-metadata:
-  name: cluster-gate
-  namespace: %s
-spec:
-  args:
-  - name: cluster
-  metrics:
-  - name: gate
-    count: 1
-    successCondition: result.ok == true
-    provider:
-      web:
-        url: %s/{{args.cluster}}
-        jsonPath: "{$}"
-`, ns, url)
+	return argGateTemplate("cluster-gate", ns, url, "cluster")
 }
 
 // waveWatch records, from outside sluice, when each cluster first holds a

@@ -66,42 +66,17 @@ func TestRunRefusesUnsafeOptions(t *testing.T) {
 			[]string{"has TLS but no client certificates"}},
 		{"xds client CA without a certificate", []string{"--xds-client-ca-file", "ca.crt"},
 			[]string{"--xds-client-ca-file needs --xds-tls-cert-file and --xds-tls-key-file"}},
+		// --cluster keeps each value whole (its commas separate the
+		// cluster's labels, not values) and a bad one stops `sluice run`
+		// before it connects, naming the value and its bad part.
+		{"cluster labels stay with their cluster", []string{"--kubernetes", "--cluster", "eu-1=/k.yaml,region=eu", "--cluster", "eu-2=/k.yaml,region"},
+			[]string{`--cluster "eu-2=/k.yaml,region": label "region": want key=value`}},
+		{"cluster without kubernetes mode", []string{"--cluster", "eu-1=/k.yaml"}, []string{"--cluster needs --kubernetes"}},
+		{"cluster secrets without kubernetes mode", []string{"--cluster-secrets"}, []string{"--cluster-secrets needs --kubernetes"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// Nothing must be reached: no cluster, no repository, no port.
-			args := append([]string{"run", "--kubeconfig", filepath.Join(t.TempDir(), "none"),
-				"--repo", t.TempDir(), "--state-dir", filepath.Join(t.TempDir(), "state"),
-				"--xds-addr", "127.0.0.1:0"}, tt.args...)
-			_, stderr, code := runSluice(t, args...)
-			if code != 2 {
-				t.Errorf("exit %d, want 2; stderr %q", code, stderr)
-			}
-			for _, want := range tt.wants {
-				if !strings.Contains(stderr, want) {
-					t.Errorf("stderr %q does not say %q", stderr, want)
-				}
-			}
-		})
-	}
-}
-
-// TestRunClusterFlag: --cluster keeps each value whole (its commas
-// separate the cluster's labels, not values) and a bad one stops `sluice
-// run` before it connects, naming the value and its bad part.
-func TestRunClusterFlag(t *testing.T) {
-	tests := []struct {
-		name  string
-		args  []string
-		wants []string
-	}{
-		{"labels stay with their cluster", []string{"--kubernetes", "--cluster", "eu-1=/k.yaml,region=eu", "--cluster", "eu-2=/k.yaml,region"},
-			[]string{`--cluster "eu-2=/k.yaml,region": label "region": want key=value`}},
-		{"without kubernetes mode", []string{"--cluster", "eu-1=/k.yaml"}, []string{"--cluster needs --kubernetes"}},
-		{"secrets without kubernetes mode", []string{"--cluster-secrets"}, []string{"--cluster-secrets needs --kubernetes"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
 			args := append([]string{"run", "--kubeconfig", filepath.Join(t.TempDir(), "none"),
 				"--repo", t.TempDir(), "--state-dir", filepath.Join(t.TempDir(), "state"),
 				"--xds-addr", "127.0.0.1:0"}, tt.args...)
