@@ -101,6 +101,10 @@ func ToAlertmanager(a Alert) AlertmanagerAlert {
 	// rollout has no namespace, and Alertmanager rejects empty labels.
 	if ns, ok := namespaceOf(a.Rollout); ok {
 		labels["namespace"] = ns
+		// A multi-cluster rollout's part ("ns/name@eu-2") names its
+		// cluster, so that routes can send each cluster's alerts to its
+		// own team.
+		labels["cluster"] = api.ParseKey(a.Rollout).Cluster()
 	}
 	for k, v := range labels {
 		if v == "" {

@@ -126,3 +126,17 @@ func TestRealAlertmanager(t *testing.T) {
 		t.Errorf("state = %q, want active", got.Status.State)
 	}
 }
+
+// TestAlertmanagerClusterLabel: a multi-cluster part's alert carries its
+// cluster; a single-cluster rollout's has no such label (Alertmanager
+// refuses empty ones).
+func TestAlertmanagerClusterLabel(t *testing.T) {
+	part := alert.ToAlertmanager(alert.Alert{ID: "x", Event: "rollout-aborted", Rollout: "shop/web@eu-2", Severity: "error"})
+	if part.Labels["cluster"] != "eu-2" || part.Labels["namespace"] != "shop" || part.Labels["rollout"] != "shop/web@eu-2" {
+		t.Errorf("part's labels: %v", part.Labels)
+	}
+	single := alert.ToAlertmanager(alert.Alert{ID: "y", Event: "rollout-aborted", Rollout: "shop/web", Severity: "error"})
+	if _, ok := single.Labels["cluster"]; ok {
+		t.Errorf("single-cluster labels: %v", single.Labels)
+	}
+}
