@@ -318,3 +318,39 @@ func TestWatchRedrawsOnTerminal(t *testing.T) {
 		t.Errorf("second frame lacks the new event:\n%s", frames[2])
 	}
 }
+
+// TestGetMultiClusterRollout: asked for by its own name, a multi-cluster
+// rollout (which has no status of its own) lists its parts; an unknown
+// name is still not found.
+func TestGetMultiClusterRollout(t *testing.T) {
+	part := func(cluster string, wave int) httpapi.RolloutStatus {
+		return httpapi.RolloutStatus{Namespace: "shop", Name: "web@" + cluster, Phase: rollout.PhaseHealthy, StableVersion: "shop/web:v1",
+			Weights: api.Weights{Stable: 100}, Wave: &rollout.WaveStatus{Cluster: cluster, Wave: wave, Waves: 2}}
+	}
+	h, err := httpapi.New(httpapi.Options{Backend: apitest.New(part("eu-1", 1), part("us-1", 2), statusSearch())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	out, errOut, err := runClientCmd(context.Background(), "get", "rollout", "shop/web", "--server", srv.URL)
+	if err != nil {
+		t.Fatalf("err %v, stderr %s", err, errOut)
+	}
+	for _, want := range []string{"shop/web runs in 2 clusters", "web@eu-1", "web@us-1"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out.String(), "search") {
+		t.Errorf("another rollout listed:\n%s", out)
+	}
+	out, _, err = runClientCmd(context.Background(), "get", "rollout", "shop/web", "-o", "json", "--server", srv.URL)
+	var parts []httpapi.RolloutStatus
+	if err != nil || json.Unmarshal([]byte(out.String()), &parts) != nil || len(parts) != 2 || parts[0].Wave == nil {
+		t.Errorf("json: err %v, %s", err, out)
+	}
+	if _, _, err := runClientCmd(context.Background(), "get", "rollout", "shop/nothing", "--server", srv.URL); err == nil {
+		t.Error("an unknown rollout must still be an error")
+	}
+}

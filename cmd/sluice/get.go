@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -68,7 +70,8 @@ func newGetRolloutCmd() *cobra.Command {
 		Long: `Show one rollout: phase, step i/n and its message, weights as a bar, header
 routes, analysis runs with their latest values, and the last events.
 With --watch the view follows the daemon's event stream: redrawn in place on
-a terminal, one appended line per event otherwise.`,
+a terminal, one appended line per event otherwise. A multi-cluster rollout's
+own name lists its parts (one per cluster, NAME@CLUSTER).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.checkOutput(); err != nil {
@@ -86,6 +89,11 @@ a terminal, one appended line per event otherwise.`,
 				return apiFailure(cmd, watchRollout(ctx, c, key, out, o.output, isTerminal(out)))
 			}
 			st, err := c.Get(cmd.Context(), key)
+			if errors.Is(err, httpapi.ErrNotFound) {
+				if shown, perr := o.printParts(cmd, c, key); shown || perr != nil {
+					return perr
+				}
+			}
 			if err != nil {
 				return apiFailure(cmd, err)
 			}
@@ -146,4 +154,26 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// printParts shows a multi-cluster rollout asked for by its own name: it
+// has no status of its own, only its parts ("name@cluster"), listed as
+// `get rollouts` lists them. It reports whether it found any.
+func (o getRolloutOptions) printParts(cmd *cobra.Command, c *client.Client, key api.Key) (bool, error) {
+	items, err := c.List(cmd.Context())
+	if err != nil {
+		return false, apiFailure(cmd, err)
+	}
+	parts := slices.DeleteFunc(items, func(s httpapi.RolloutStatus) bool {
+		k := api.Key{Namespace: s.Namespace, Name: s.Name}
+		return k.Cluster() == "" || k.Parent() != key
+	})
+	if len(parts) == 0 {
+		return false, nil
+	}
+	if o.output == "json" || o.output == "yaml" {
+		return true, printStructured(cmd.OutOrStdout(), o.output, parts)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s runs in %d clusters, one part each (sluice get rollout %s@CLUSTER for one):\n", key, len(parts), key)
+	return true, view.Table(cmd.OutOrStdout(), parts)
 }
