@@ -186,6 +186,8 @@ func (f *fleet) waitReplicas(t *testing.T, cluster, want string, versions ...str
 // TestKubeMultiClusterWaves runs one rollout across three real control
 // planes in waves, checked from outside (the ReplicaSets each cluster
 // holds):
+//   - v1 with us-1's apiserver stopped when sluice starts: eu-1 and eu-2
+//     run v1 at once, us-1 once its apiserver is back;
 //   - v2: the waves pass in order eu-1, us-1, eu-2 (eu-1 first: fewest
 //     stable pods, ties by name; then the other region before eu's second
 //     cluster); eu-1 holds v2 at full size with v1 still running until the
@@ -216,7 +218,21 @@ func TestKubeMultiClusterWaves(t *testing.T) {
 	repo.push("v1", files(v1, "rollback-all", 2))
 	stateDir := filepath.Join(t.TempDir(), "state")
 	flags := append([]string{"--state-dir", stateDir, "--cluster-probe-interval", "1s"}, f.flags...)
+	// us-1 cannot be reached when sluice starts: the other clusters get
+	// v1 at once; us-1's part is created once it is back.
+	us1 := f.clusters["us-1"]
+	if err := us1.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
 	d := startDaemon(t, repo, flags...)
+	f.waitReplicas(t, "eu-1", "v1=2", v1)
+	f.waitReplicas(t, "eu-2", "v1=2", v1)
+	if _, known := d.status(f.ns + "/mc@us-1"); known {
+		t.Errorf("us-1's part exists while sluice has never reached us-1")
+	}
+	if err := us1.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []string{"eu-1", "eu-2", "us-1"} {
 		f.waitReplicas(t, c, "v1=2", v1)
 		d.waitStatus(f.ns+"/mc@"+c, 60*time.Second, "stable v1", func(s httpapi.RolloutStatus) bool {
@@ -322,7 +338,6 @@ func TestKubeMultiClusterWaves(t *testing.T) {
 	d.waitStatus(f.ns+"/mc@us-1", 30*time.Second, "us-1 paused", func(s httpapi.RolloutStatus) bool {
 		return s.CanaryVersion == v6 && s.Phase == rollout.PhasePaused
 	})
-	us1 := f.clusters["us-1"]
 	if err := us1.StopAPIServer(); err != nil {
 		t.Fatal(err)
 	}

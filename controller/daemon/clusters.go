@@ -34,11 +34,11 @@ import (
 
 // remoteConnectRetry is how long a cluster that could not be reached at
 // start waits before the next attempt.
-const remoteConnectRetry = 10 * time.Second
+const remoteConnectRetry = 5 * time.Second
 
 // remoteSyncTimeout bounds one attempt to fill a remote cluster's caches:
 // an unreachable cluster must not hold up the others.
-const remoteSyncTimeout = 30 * time.Second
+const remoteSyncTimeout = 15 * time.Second
 
 // remoteCluster is a cluster beyond home that multi-cluster rollouts run
 // in. Its actuator exists once the cluster has been reached (ready); until
