@@ -39,7 +39,11 @@ type KubeConfig struct {
 	ForeignPods, ForeignReplicaSets int
 	// KCMArgs are extra kube-controller-manager flags (its client QPS
 	// bounds how fast the ReplicaSet controller creates pods).
-	KCMArgs    string
+	KCMArgs string
+	// Clusters above 1 runs RunKubeClusters: that many control planes,
+	// every rollout across all of them, sluice's state in StateStore.
+	Clusters   int
+	StateStore string
 	Sluice     string
 	Dir        string
 	DaemonArgs []string

@@ -41,12 +41,17 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&kcfg.Nodes, "nodes", 30, "with -kube: kwok nodes over three zones")
 	fs.IntVar(&kcfg.ForeignPods, "foreign-pods", 2000, "with -kube: unlabelled pods created once every rollout is Healthy")
 	fs.IntVar(&kcfg.ForeignReplicaSets, "foreign-replicasets", 200, "with -kube: unlabelled ReplicaSets (0 replicas) created with them")
+	fs.IntVar(&kcfg.Clusters, "clusters", 1, "with -kube: control planes (home and N-1 more); above 1 every rollout runs across all of them in one wave per cluster, and one commit's waves are timed (docs/scale.md#kubernetes-mode-across-clusters)")
+	fs.StringVar(&kcfg.StateStore, "state-store", "kubernetes", "with -kube -clusters: sluice's --state-store (kubernetes or bbolt)")
 	fs.StringVar(&kcfg.KCMArgs, "kcm-args", "", "with -kube: extra kube-controller-manager flags, space-separated (e.g. \"--kube-api-qps=100 --kube-api-burst=200\")")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *out != "table" && *out != "json" {
 		return fmt.Errorf("-o %q: want table or json", *out)
+	}
+	if !*kube && kcfg.Clusters != 1 {
+		return fmt.Errorf("-clusters: only with -kube")
 	}
 	if *kube {
 		// Re-executes this program in a network namespace where kwok's
@@ -68,6 +73,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	if *kube {
 		kcfg.Rollouts, kcfg.Namespaces, kcfg.Sluice, kcfg.Dir, kcfg.DaemonArgs = cfg.Rollouts, cfg.Namespaces, cfg.Sluice, cfg.Dir, cfg.DaemonArgs
+		if kcfg.Clusters > 1 {
+			res, err := RunKubeClusters(ctx, kcfg)
+			if err != nil {
+				return err
+			}
+			if *out == "json" {
+				return writeJSON(stdout, res)
+			}
+			return printClustersTable(stdout, res)
+		}
 		res, err := RunKube(ctx, kcfg)
 		if err != nil {
 			return err
