@@ -105,7 +105,7 @@ func (k *kubeParts) loadClusters(o Options, home *rest.Config, client kubernetes
 // back).
 func (k *kubeParts) pokeWaves() {
 	if k.waves != nil {
-		k.waves.poke()
+		k.waves.pokeAll()
 	}
 }
 

@@ -14,13 +14,17 @@ import (
 
 // waveRecheck bounds how long a wave program goes unexamined: an update
 // the runner dropped (a slow subscriber loses the newest) must not stall
-// a wave for good.
-const waveRecheck = 2 * time.Second
+// a wave for good. Every program is run then, so it is rare: at 1,000
+// rollouts across 3 clusters, running them all on every part's update and
+// every 2 s was a third of sluice's CPU during a change.
+const waveRecheck = 30 * time.Second
 
-// waveLoop runs the wave program (rollout.Waves) of every multi-cluster
-// rollout: whenever one of its parts changes, when a soak ends, and every
-// waveRecheck. It keeps the clock the pure program has not: when each
-// wave was first seen passed. After a restart a soak starts over.
+// waveLoop runs the wave program (rollout.Waves) of a multi-cluster
+// rollout whenever one of its parts changes and when its soak ends; every
+// program when a cluster's reachability changes, when the set changes,
+// and every waveRecheck. It keeps the clock the pure program has not:
+// when each wave was first seen passed. After a restart a soak starts
+// over.
 type waveLoop struct {
 	runner *runner.Runner
 	log    *slog.Logger
@@ -31,7 +35,12 @@ type waveLoop struct {
 	rollouts map[api.Key]waveRollout
 	passed   map[api.Key]passedWaves
 	last     map[api.Key]rollout.WaveOutput
-	kick     chan struct{}
+	// dirty are the rollouts to look at next (all: every one); wakeAt
+	// when a rollout's soak ends.
+	dirty  map[api.Key]struct{}
+	all    bool
+	wakeAt map[api.Key]time.Time
+	kick   chan struct{}
 }
 
 // waveRollout is a multi-cluster rollout as the last applied set has it.
@@ -49,7 +58,8 @@ type passedWaves struct {
 
 func newWaveLoop(r *runner.Runner, unreachable func() map[string]string, log *slog.Logger) *waveLoop {
 	return &waveLoop{runner: r, log: log, unreachable: unreachable, rollouts: map[api.Key]waveRollout{},
-		passed: map[api.Key]passedWaves{}, last: map[api.Key]rollout.WaveOutput{}, kick: make(chan struct{}, 1)}
+		passed: map[api.Key]passedWaves{}, last: map[api.Key]rollout.WaveOutput{},
+		dirty: map[api.Key]struct{}{}, wakeAt: map[api.Key]time.Time{}, kick: make(chan struct{}, 1)}
 }
 
 // track takes the multi-cluster rollouts of an applied (expanded) set.
@@ -67,18 +77,35 @@ func (w *waveLoop) track(set *api.Set) {
 	}
 	w.mu.Lock()
 	w.rollouts = rollouts
-	for parent := range w.passed {
+	for parent := range w.last {
 		if _, ok := rollouts[parent]; !ok {
 			delete(w.passed, parent)
 			delete(w.last, parent)
+			delete(w.wakeAt, parent)
 		}
 	}
 	w.mu.Unlock()
-	w.poke()
+	w.pokeAll()
 }
 
-// poke asks for an evaluation; pokes coalesce.
-func (w *waveLoop) poke() {
+// poke asks to look at one rollout again; pokes coalesce.
+func (w *waveLoop) poke(parent api.Key) {
+	w.mu.Lock()
+	w.dirty[parent] = struct{}{}
+	w.mu.Unlock()
+	w.signal()
+}
+
+// pokeAll asks to look at every rollout again (a cluster went down or
+// came back).
+func (w *waveLoop) pokeAll() {
+	w.mu.Lock()
+	w.all = true
+	w.mu.Unlock()
+	w.signal()
+}
+
+func (w *waveLoop) signal() {
 	select {
 	case w.kick <- struct{}{}:
 	default:
@@ -92,32 +119,52 @@ func (w *waveLoop) run(ctx context.Context) error {
 	go func() {
 		for u := range updates {
 			if u.Key.Cluster() != "" {
-				w.poke()
+				w.poke(u.Key.Parent())
 			}
 		}
 	}()
-	timer := time.NewTimer(waveRecheck)
-	defer timer.Stop()
+	recheck := time.NewTicker(waveRecheck)
+	defer recheck.Stop()
+	soak := time.NewTimer(waveRecheck)
+	defer soak.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-w.kick:
-		case <-timer.C:
+		case <-soak.C:
+		case <-recheck.C:
+			w.pokeAll()
 		}
-		wake := w.evaluate(time.Now())
-		timer.Reset(min(wake, waveRecheck))
+		soak.Reset(w.evaluate(time.Now()))
 	}
 }
 
-// evaluate runs every wave program once and feeds its events; it returns
-// how soon a soak ends (waveRecheck when none does sooner).
+// evaluate runs the wave programs asked for (and those whose soak has
+// ended) once and feeds their events; it returns how soon the next soak
+// ends (waveRecheck when none does sooner).
 func (w *waveLoop) evaluate(now time.Time) time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	down := w.unreachable()
-	wake := waveRecheck
-	for parent, wr := range w.rollouts {
+	for parent, at := range w.wakeAt {
+		if !at.After(now) {
+			w.dirty[parent] = struct{}{}
+			delete(w.wakeAt, parent)
+		}
+	}
+	if w.all {
+		for parent := range w.rollouts {
+			w.dirty[parent] = struct{}{}
+		}
+		w.all = false
+	}
+	for parent := range w.dirty {
+		delete(w.dirty, parent)
+		wr, ok := w.rollouts[parent]
+		if !ok {
+			continue
+		}
 		out := w.decide(parent, wr, now, down)
 		for _, e := range out.Events {
 			w.runner.Submit(e.Key, e.Event)
@@ -127,10 +174,14 @@ func (w *waveLoop) evaluate(now time.Time) time.Duration {
 		}
 		w.last[parent] = out
 		if out.WakeIn > 0 {
-			wake = min(wake, out.WakeIn)
+			w.wakeAt[parent] = now.Add(out.WakeIn)
 		}
 	}
-	return wake
+	wake := waveRecheck
+	for _, at := range w.wakeAt {
+		wake = min(wake, at.Sub(now))
+	}
+	return max(wake, 0)
 }
 
 // decide runs one rollout's wave program and stamps the waves it saw
