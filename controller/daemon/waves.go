@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"log/slog"
-	"sort"
 	"sync"
 	"time"
 
@@ -223,43 +222,10 @@ func (w *waveLoop) decide(parent api.Key, wr waveRollout, now time.Time, down ma
 	return out
 }
 
-// WaveView is a multi-cluster rollout's wave program as the status shows
-// it.
-type WaveView struct {
-	Rollout api.Key           `json:"rollout"`
-	Version string            `json:"version"`
-	Current int               `json:"current"`
-	Waves   int               `json:"waves"`
-	Summary string            `json:"summary"`
-	Passed  map[int]time.Time `json:"passed,omitempty"`
-	Parts   []api.Key         `json:"parts"`
-}
-
-// views are the wave programs, by rollout.
-func (w *waveLoop) views() []WaveView {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []WaveView
-	for parent, wr := range w.rollouts {
-		last := w.last[parent]
-		v := WaveView{Rollout: parent, Version: last.Version, Current: last.Current, Waves: last.Waves, Summary: last.Summary, Parts: wr.parts}
-		if p := w.passed[parent]; p.version == last.Version && len(p.at) > 0 {
-			v.Passed = p.at
-		}
-		out = append(out, v)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Rollout.String() < out[j].Rollout.String() })
-	return out
-}
-
 // summary is where the multi-cluster rollout is ("" before its first
 // evaluation).
 func (w *waveLoop) summary(parent api.Key) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := w.last[parent]
-	if out.Summary == "" {
-		return ""
-	}
-	return out.Summary
+	return w.last[parent].Summary
 }
