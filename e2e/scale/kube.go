@@ -150,23 +150,13 @@ func RunKube(ctx context.Context, cfg KubeConfig) (res KubeResult, err error) {
 	if _, err := repo.push("every rollout at v1", files); err != nil {
 		return res, err
 	}
-	debugAddr, err := freeLoopbackAddr()
-	if err != nil {
-		return res, err
-	}
-	args := append([]string{"--kubernetes", "--kubeconfig", c.Kubeconfig, "--state-store", "kubernetes",
-		"--namespace", sluiceNamespace, "--debug-addr", debugAddr}, cfg.DaemonArgs...)
 	say("starting sluice run --kubernetes")
 	start := time.Now()
-	d, err := startDaemon(ctx, bin, cfg.Dir, repo, args)
+	d, apic, debugAddr, err := startKubeDaemon(ctx, bin, cfg.Dir, repo, c.Kubeconfig, "kubernetes", cfg.DaemonArgs)
 	if err != nil {
 		return res, err
 	}
 	defer d.stop()
-	apic, err := client.New(client.Options{Server: d.url, Timeout: time.Minute})
-	if err != nil {
-		return res, err
-	}
 	if err := k.waitPodsRunning(ctx, cfg.Rollouts, say); err != nil {
 		return res, err
 	}
@@ -464,6 +454,28 @@ func poll(ctx context.Context, timeout time.Duration, what string, cond func() (
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// startKubeDaemon runs sluice run --kubernetes on kubeconfig with the
+// given state store, sluice's namespace, a pprof listener (its address is
+// returned) and extra flags, and an API client of it.
+func startKubeDaemon(ctx context.Context, bin, dir string, repo *gitRepo, kubeconfig, store string, extra []string) (*daemon, *client.Client, string, error) {
+	debugAddr, err := freeLoopbackAddr()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	args := append([]string{"--kubernetes", "--kubeconfig", kubeconfig, "--state-store", store,
+		"--namespace", sluiceNamespace, "--debug-addr", debugAddr}, extra...)
+	d, err := startDaemon(ctx, bin, dir, repo, args)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	apic, err := client.New(client.Options{Server: d.url, Timeout: time.Minute})
+	if err != nil {
+		d.stop()
+		return nil, nil, "", err
+	}
+	return d, apic, debugAddr, nil
 }
 
 func freeLoopbackAddr() (string, error) {

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// What the run across clusters reads of the sluice process from outside:
+// its peak RSS, a CPU profile and the levels of its log lines.
+
+// cpuProfile takes a CPU profile of the daemon over d through its
+// --debug-addr and keeps it at path ("" if it could not).
+func cpuProfile(debugAddr string, d time.Duration, path string) string {
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", debugAddr, int(d.Seconds())))
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK || os.WriteFile(path, b, 0o644) != nil {
+		return ""
+	}
+	return path
+}
+
+// resetPeakRSS resets the process' VmHWM to its current RSS (clear_refs
+// 5, Linux 4.0 on), so peakRSS reads the peak of what follows.
+func resetPeakRSS(pid int) {
+	_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+}
+
+// peakRSS is VmHWM from /proc/<pid>/status (0 if unreadable).
+func peakRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			if f := strings.Fields(rest); len(f) > 0 {
+				kb, _ := strconv.ParseInt(f[0], 10, 64)
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
+
+func logSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// logLevels counts the daemon's ERROR and WARN lines from offset on, by
+// message.
+func logLevels(path string, offset int64) (errs, warns map[string]int) {
+	errs, warns = map[string]int{}, map[string]int{}
+	fh, err := os.Open(path)
+	if err != nil {
+		return errs, warns
+	}
+	defer fh.Close()
+	if _, err := fh.Seek(offset, io.SeekStart); err != nil {
+		return errs, warns
+	}
+	sc := bufio.NewScanner(fh)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var line struct {
+			Level string `json:"level"`
+			Msg   string `json:"msg"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) != nil {
+			continue
+		}
+		switch line.Level {
+		case "ERROR":
+			errs[line.Msg]++
+		case "WARN":
+			warns[line.Msg]++
+		}
+	}
+	return errs, warns
+}
