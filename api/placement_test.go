@@ -81,7 +81,8 @@ func TestPlacementLimits(t *testing.T) {
 	if len(standalone) != 1 || !strings.Contains(standalone[0].String(), "r.yaml:6: metadata.annotations[sluice.io/clusters]: a rollout across clusters runs in Kubernetes mode only") {
 		t.Errorf("standalone: %s", diagnosticText(standalone))
 	}
-	routed := NewLoader(Limits{}).ForKubernetes().Load([]Source{{Name: "r.yaml", Data: []byte(`apiVersion: argoproj.io/v1alpha1
+	load := func(routing string) Diagnostics {
+		return NewLoader(Limits{}).ForKubernetes().Load([]Source{{Name: "r.yaml", Data: []byte(`apiVersion: argoproj.io/v1alpha1
 kind: Rollout
 metadata:
   name: web
@@ -91,10 +92,15 @@ spec:
   template: {metadata: {labels: {app: web}}, spec: {containers: [{name: app, image: "shop/web:1"}]}}
   strategy:
     canary:
-      trafficRouting: {plugins: {sluice.io/xds: {host: web.internal}}}
+      trafficRouting: ` + routing + `
       steps: [{setWeight: 10}]
 `)}}).Diagnostics.Errors()
+	}
+	if errs := load(`{plugins: {sluice.io/xds: {host: web.internal}}}`); len(errs) != 0 {
+		t.Errorf("xDS routing across clusters: %s", diagnosticText(errs))
+	}
+	routed := load(`{istio: {virtualService: {name: web}}}`)
 	if len(routed) != 1 || !strings.Contains(routed[0].String(), "r.yaml:11: spec.strategy.canary.trafficRouting: not supported with sluice.io/clusters yet") {
-		t.Errorf("trafficRouting: %s", diagnosticText(routed))
+		t.Errorf("istio routing: %s", diagnosticText(routed))
 	}
 }
