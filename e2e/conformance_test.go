@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/gateway/probe"
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/rollout"
+	"github.com/sluice-dev/sluice/gateway/probe"
 )
 
 const v3 = "e2e/app:v3"
