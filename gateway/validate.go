@@ -8,6 +8,7 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
@@ -94,6 +95,9 @@ func Validate(r *Resources) error {
 	for _, e := range r.Endpoints {
 		if !clusters[e.GetClusterName()] {
 			return fail(e.GetClusterName(), "references", fmt.Errorf("endpoints for unknown cluster"))
+		}
+		if err := checkPriorities(e); err != nil {
+			return fail(e.GetClusterName(), "priorities", err)
 		}
 		for _, l := range e.GetEndpoints() {
 			if l.GetLocality() == nil {
@@ -352,6 +356,23 @@ func checkRE2(re *matcherv3.RegexMatcher) error {
 	}
 	if _, err := regexp.Compile("^(?:" + re.GetRegex() + ")$"); err != nil {
 		return fmt.Errorf("regex %q is not RE2: %w", re.GetRegex(), err)
+	}
+	return nil
+}
+
+// checkPriorities: the localities' priorities run from 0 without a gap,
+// or gRPC rejects the assignment.
+func checkPriorities(e *endpointv3.ClusterLoadAssignment) error {
+	seen := map[uint32]bool{}
+	top := uint32(0)
+	for _, l := range e.GetEndpoints() {
+		seen[l.GetPriority()] = true
+		top = max(top, l.GetPriority())
+	}
+	for p := range top {
+		if !seen[p] {
+			return fmt.Errorf("priority %d has no locality but %d has: gRPC rejects a gap", p, top)
+		}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"maps"
 	"slices"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -60,7 +61,15 @@ func (s *snapshot) publish(changes []rolloutChange, env envoyConfig) (*snapshot,
 		return s.next(changes, env) // no rollout across clusters: one snapshot
 	}
 	parts := s.partsAfter(parents, changes)
-	def, changed, err := s.next(viewChanges("", changes, parts), env)
+	withFailover := map[api.Key]*Resources{}
+	for _, ps := range parts {
+		res, err := failoverResources(ps)
+		if err != nil {
+			return nil, false, err
+		}
+		maps.Copy(withFailover, res)
+	}
+	def, changed, err := s.next(viewChanges("", changes, parts, withFailover), env)
 	if err != nil {
 		return nil, false, err
 	}
@@ -73,7 +82,7 @@ func (s *snapshot) publish(changes []rolloutChange, env envoyConfig) (*snapshot,
 			// otherwise (and the parts of v are all in changes).
 			base = &snapshot{gen: s.gen, rollouts: s.rollouts, hosts: s.hosts, types: s.types}
 		}
-		vs, ch, err := base.next(viewChanges(v, changes, parts), env)
+		vs, ch, err := base.next(viewChanges(v, changes, parts, withFailover), env)
 		if err != nil {
 			return nil, false, err
 		}
@@ -135,10 +144,11 @@ func viewNames(old map[string]*snapshot, parts map[api.Key]map[api.Key]*rolloutS
 }
 
 // viewChanges are changes as view v applies them: other rollouts' as they
-// are, and every part of a touched parent again, each with the routes of
-// its host only when it is v's front part. Removals come first and the
-// front part last, so that a host is free when its new front takes it.
-func viewChanges(v string, changes []rolloutChange, parts map[api.Key]map[api.Key]*rolloutState) []rolloutChange {
+// are, and every part of a touched parent again (with its resources res,
+// failover endpoints included), each with the routes of its host only
+// when it is v's front part. Removals come first and the front part last,
+// so that a host is free when its new front takes it.
+func viewChanges(v string, changes []rolloutChange, parts map[api.Key]map[api.Key]*rolloutState, res map[api.Key]*Resources) []rolloutChange {
 	var out, backs, fronts []rolloutChange
 	for _, c := range changes {
 		if c.key.Cluster() == "" {
@@ -157,9 +167,9 @@ func viewChanges(v string, changes []rolloutChange, parts map[api.Key]map[api.Ke
 			cp.owned, cp.backOnly = nil, k != front
 			if cp.backOnly {
 				cp.vhost = nil
-				backs = append(backs, rolloutChange{k, &cp, ro.res})
+				backs = append(backs, rolloutChange{k, &cp, res[k]})
 			} else {
-				fronts = append(fronts, rolloutChange{k, &cp, ro.res})
+				fronts = append(fronts, rolloutChange{k, &cp, res[k]})
 			}
 		}
 	}

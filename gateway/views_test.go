@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -48,8 +49,10 @@ func TestViewsPerCluster(t *testing.T) {
 	inEU := dialXDS(t, bootstrapIn(srv.addr, "a", "eu", "eu-1"), "web.shop")
 	inUS := dialXDS(t, bootstrapIn(srv.addr, "b", "us", "us-1"), "web.shop")
 	nowhere := dialXDS(t, bootstrapIn(srv.addr, "c", "", ""), "web.shop")
+	// want: a client applies routes a moment after it ACKs them.
 	want := func(cc *grpc.ClientConn, who, version string) {
 		t.Helper()
+		eventually(t, 10*time.Second, who+" on "+version, func() bool { return allOn(cc, version) })
 		if got := count(t, cc, 20); got[version] != 20 {
 			t.Errorf("%s: answers %v, want all 20 from %s", who, got, version)
 		}
@@ -102,4 +105,44 @@ func TestViewsEndpointLocality(t *testing.T) {
 	if res.Endpoints[0].GetClusterName() != "shop/web@eu-2/stable" {
 		t.Errorf("cluster %q, want shop/web@eu-2/stable", res.Endpoints[0].GetClusterName())
 	}
+}
+
+// TestViewsFailover: a client whose cluster has no healthy endpoint of a
+// side fails over to the same version's endpoints in its region first,
+// then elsewhere; never to another version.
+func TestViewsFailover(t *testing.T) {
+	srv := startServer(t, "127.0.0.1:0", nil)
+	web := api.Key{Namespace: "shop", Name: "web"}
+	dead := func() string { // an address that refuses connections
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := lis.Addr().String()
+		lis.Close()
+		return addr
+	}
+	part := func(cluster, region, stable, endpoint string) api.Traffic {
+		return api.Traffic{
+			Rollout: web.InCluster(cluster), Host: "web.shop", StableVersion: stable, CanaryVersion: stable,
+			StableEndpoints: []string{endpoint}, Weights: api.CanaryWeights(0), Region: region,
+		}
+	}
+	publish := func(tr api.Traffic) {
+		t.Helper()
+		v, err := srv.SetTraffic(tr)
+		if err != nil {
+			t.Fatalf("SetTraffic %s: %v", tr.Rollout, err)
+		}
+		waitAck(t, srv.Server, tr.Host, v)
+	}
+	publish(part("eu-1", "eu", "v1", dead()))
+	publish(part("us-1", "us", "v1", startBackend(t, "v1@us-1")))
+	publish(part("eu-2", "eu", "v1", startBackend(t, "v1@eu-2")))
+	inEU1 := dialXDS(t, bootstrapIn(srv.addr, "a", "eu", "eu-1"), "web.shop")
+	if got := count(t, inEU1, 20); got["v1@eu-2"] != 20 {
+		t.Errorf("eu-1 without a live pod: answers %v, want all from its region's eu-2", got)
+	}
+	publish(part("eu-2", "eu", "v0", startBackend(t, "v0@eu-2")))
+	eventually(t, 10*time.Second, "eu-1's client on us-1 once eu-2 runs another version", func() bool { return allOn(inEU1, "v1@us-1") })
 }
