@@ -78,7 +78,9 @@ func TestPlanOrdersByBlastRadiusThenRegions(t *testing.T) {
 // prefix of the order that takes all of a region's clusters has already
 // reached every other region.
 func TestPlanNoRegionEmptiedFirst(t *testing.T) {
-	order := order(filter(fleet, mustSelector(t, "tier=prod")))
+	req := &Request{Selector: mustSelector(t, "tier=prod")}
+	candidates, _ := defaultPlanner.filter(req, fleet)
+	order := spreadRegions(defaultPlanner.rank(req, candidates))
 	left := map[string]int{}
 	for _, c := range order {
 		left[c.region()]++
