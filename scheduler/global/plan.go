@@ -63,16 +63,20 @@ func (p *Planner) Plan(clusters []Cluster, selector labels.Selector, sizes []api
 			continue // a wave that adds no cluster at this count
 		}
 		wave := ordered[done:upTo]
-		why := ""
-		if done == 0 && len(wave) == 1 {
-			why = firstReason(p.explain(req, &wave[0], candidates))
-		} else {
-			why = spreadReason(wave)
-		}
-		waves = append(waves, Wave{Clusters: names(wave), Reason: fmt.Sprintf("wave %d: %s (%s)", len(waves)+1, strings.Join(names(wave), ", "), why)})
+		waves = append(waves, Wave{Clusters: names(wave), Reason: p.reason(req, len(waves)+1, wave, candidates)})
 		done = upTo
 	}
 	return waves, nil
+}
+
+// reason says why wave n holds its clusters: for a first wave of one
+// cluster, what the score plugins say of it; else the region spread.
+func (p *Planner) reason(req *Request, n int, wave, candidates []Cluster) string {
+	why := spreadReason(wave)
+	if n == 1 && len(wave) == 1 {
+		why = firstReason(p.explain(req, &wave[0], candidates))
+	}
+	return fmt.Sprintf("wave %d: %s (%s)", n, strings.Join(names(wave), ", "), why)
 }
 
 // spreadRegions keeps the first-ranked cluster first, then takes one
