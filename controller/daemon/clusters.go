@@ -289,12 +289,13 @@ func (k *kubeParts) connectRemotes(ctx context.Context, o Options, log *slog.Log
 }
 
 // clusterFacts is what the global layer knows of every cluster for r: its
-// labels and the Ready pods of r each runs.
-func (k *kubeParts) clusterFacts(r *api.Rollout) []global.Cluster {
+// labels, the Ready pods of r each runs, and why it cannot be reached
+// (down, from unreachable).
+func (k *kubeParts) clusterFacts(r *api.Rollout, down map[string]string) []global.Cluster {
 	w := clusterWorkloads{k}
-	out := []global.Cluster{{Name: k.homeName, Labels: k.homeLabels, StablePods: readyPods(w.Status(r.Key.InCluster(k.homeName)))}}
+	out := []global.Cluster{{Name: k.homeName, Labels: k.homeLabels, StablePods: readyPods(w.Status(r.Key.InCluster(k.homeName))), Unreachable: down[k.homeName]}}
 	for _, rc := range k.remotes {
-		out = append(out, global.Cluster{Name: rc.name, Labels: rc.labels, StablePods: readyPods(w.Status(r.Key.InCluster(rc.name)))})
+		out = append(out, global.Cluster{Name: rc.name, Labels: rc.labels, StablePods: readyPods(w.Status(r.Key.InCluster(rc.name))), Unreachable: down[rc.name]})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -309,12 +310,15 @@ func readyPods(sets []workload.ReplicaSetStatus) int {
 }
 
 // expandClusters replaces each multi-cluster rollout of set by its parts;
-// a version already seated keeps its plan (what the runner holds).
+// a version already seated keeps its plan (what the runner holds), and a
+// new plan puts the clusters that cannot be reached after the others.
 func (d *Daemon) expandClusters(set *api.Set) *api.Set {
 	if d.kube == nil || set == nil {
 		return set
 	}
-	return global.Expand(set, d.kube.clusterFacts, d.seatOf)
+	down := d.kube.unreachable() // once per set, not per rollout
+	facts := func(r *api.Rollout) []global.Cluster { return d.kube.clusterFacts(r, down) }
+	return global.Expand(set, facts, d.seatOf)
 }
 
 // seatOf is the seat the part holds for version and hash: that of its

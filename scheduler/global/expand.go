@@ -20,11 +20,17 @@ type Facts func(r *api.Rollout) []Cluster
 type Seats func(part api.Key, version, hash string) *api.WaveSeat
 
 // Expand returns a copy of set in which every rollout with a placement is
-// replaced by its parts, one per cluster its selector selects, each with
-// its wave seat. A rollout whose selector selects no cluster moves to
-// Rejected with the error at its sluice.io/clusters annotation: it holds,
-// and what runs keeps running. set itself is not changed.
+// replaced by its parts, one per cluster that passes the default cluster
+// filters (DefaultPlugins), each with its wave seat. A rollout for which
+// no cluster passes moves to Rejected with the error at its
+// sluice.io/clusters annotation: it holds, and what runs keeps running.
+// set itself is not changed.
 func Expand(set *api.Set, facts Facts, seats Seats) *api.Set {
+	return defaultPlanner.Expand(set, facts, seats)
+}
+
+// Expand is the package's Expand with p's cluster plugins.
+func (p *Planner) Expand(set *api.Set, facts Facts, seats Seats) *api.Set {
 	out := *set
 	out.Rollouts = make([]*api.Rollout, 0, len(set.Rollouts))
 	out.Rejected = slices.Clone(set.Rejected)
@@ -34,7 +40,7 @@ func Expand(set *api.Set, facts Facts, seats Seats) *api.Set {
 			out.Rollouts = append(out.Rollouts, r)
 			continue
 		}
-		parts, err := expandOne(r, facts(r), seats)
+		parts, err := p.expandOne(r, facts(r), seats)
 		if err != nil {
 			d := api.Diagnostic{File: r.File, Line: r.Line, Field: "metadata.annotations[" + api.ClustersAnnotation + "]", Severity: api.SeverityError,
 				Message: err.Error() + ": the rollout holds until a cluster matches"}
@@ -51,15 +57,17 @@ func Expand(set *api.Set, facts Facts, seats Seats) *api.Set {
 }
 
 // expandOne makes the parts of one rollout: the seats the parts hold for
-// this version if every selected cluster has one, else a new plan.
-func expandOne(r *api.Rollout, clusters []Cluster, seats Seats) ([]*api.Rollout, error) {
+// this version if every cluster that passes the filters has one, else a
+// new plan.
+func (p *Planner) expandOne(r *api.Rollout, clusters []Cluster, seats Seats) ([]*api.Rollout, error) {
 	sel, err := labels.Parse(r.Placement.Clusters)
 	if err != nil {
 		return nil, err
 	}
-	kept, ok := keptSeats(r, filter(clusters, sel), seats)
+	candidates, _ := p.filter(&Request{Selector: sel}, clusters)
+	kept, ok := keptSeats(r, candidates, seats)
 	if !ok {
-		waves, err := Plan(clusters, sel, r.Placement.Waves)
+		waves, err := p.Plan(clusters, sel, r.Placement.Waves)
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 package global
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -99,3 +100,19 @@ func holdMark(s *api.WaveSeat) string {
 }
 
 func itoa(i int) string { return string(rune('0' + i)) }
+
+// TestExpandUnreachableKeepsItsPart: by default an unreachable cluster
+// keeps its part (which holds with the reason until the cluster is
+// back), in a later wave.
+func TestExpandUnreachableKeepsItsPart(t *testing.T) {
+	clusters := slices.Clone(threeClusters)
+	clusters[1].Unreachable = "cluster eu-2 unreachable since 12:03:04"
+	out := Expand(&api.Set{Rollouts: []*api.Rollout{placed("web", "region in (eu,us)", api.OnWaveFailureRollbackAll)}}, func(*api.Rollout) []Cluster { return clusters }, noSeats)
+	var got []string
+	for _, r := range out.Rollouts {
+		got = append(got, r.Key.String()+":"+itoa(r.Wave.Wave))
+	}
+	if want := "shop/web@eu-1:2 shop/web@eu-2:2 shop/web@us-1:1"; strings.Join(got, " ") != want {
+		t.Errorf("parts %s, want %s", strings.Join(got, " "), want)
+	}
+}

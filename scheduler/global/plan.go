@@ -1,7 +1,6 @@
 package global
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -21,9 +20,14 @@ type Cluster struct {
 	Labels map[string]string
 	// StablePods is how many Ready pods of the rollout's stable version
 	// the cluster runs; RequestShare its observed share of the rollout's
-	// requests (0..1). Both measure the blast radius of a bad version.
-	StablePods   int
-	RequestShare float64
+	// requests (0..1), used only when RequestShareKnown. Both measure the
+	// blast radius of a bad version.
+	StablePods        int
+	RequestShare      float64
+	RequestShareKnown bool
+	// Unreachable says why the cluster cannot be reached ("cluster eu-2
+	// unreachable since 12:03:04: ..."); "" when it can.
+	Unreachable string
 }
 
 func (c Cluster) region() string { return c.Labels[RegionLabel] }
@@ -35,13 +39,22 @@ type Wave struct {
 }
 
 // Plan orders the clusters that selector selects into waves of the given
-// sizes. It is an error when the selector selects no cluster.
+// sizes, with the default cluster plugins (DefaultPlugins). It is an
+// error when no cluster passes the filters.
 func Plan(clusters []Cluster, selector labels.Selector, sizes []api.WaveSize) ([]Wave, error) {
-	selected := filter(clusters, selector)
-	if len(selected) == 0 {
-		return nil, fmt.Errorf("no cluster matches %q (clusters: %s)", selector, strings.Join(names(clusters), ", "))
+	return defaultPlanner.Plan(clusters, selector, sizes)
+}
+
+// Plan orders the clusters that pass p's filters for selector into waves
+// of the given sizes: ranked by p's score plugins, then spread over
+// regions (spreadRegions). It is an error when no cluster passes.
+func (p *Planner) Plan(clusters []Cluster, selector labels.Selector, sizes []api.WaveSize) ([]Wave, error) {
+	req := &Request{Selector: selector}
+	candidates, rejected := p.filter(req, clusters)
+	if len(candidates) == 0 {
+		return nil, noCluster(req, clusters, rejected)
 	}
-	ordered := order(selected)
+	ordered := spreadRegions(p.rank(req, candidates))
 	var waves []Wave
 	done := 0
 	for _, size := range sizes {
@@ -50,48 +63,40 @@ func Plan(clusters []Cluster, selector labels.Selector, sizes []api.WaveSize) ([
 			continue // a wave that adds no cluster at this count
 		}
 		wave := ordered[done:upTo]
-		waves = append(waves, Wave{Clusters: names(wave), Reason: reason(len(waves)+1, wave, selected, done == 0)})
+		waves = append(waves, Wave{Clusters: names(wave), Reason: p.reason(req, len(waves)+1, wave, candidates)})
 		done = upTo
 	}
 	return waves, nil
 }
 
-// filter keeps the clusters the selector matches (the cluster-level filter
-// plugin).
-func filter(clusters []Cluster, selector labels.Selector) []Cluster {
-	var out []Cluster
-	for _, c := range clusters {
-		if selector.Matches(labels.Set(c.Labels)) {
-			out = append(out, c)
-		}
+// reason says why wave n holds its clusters: for a first wave of one
+// cluster, what the score plugins say of it; else the region spread.
+func (p *Planner) reason(req *Request, n int, wave, candidates []Cluster) string {
+	why := spreadReason(wave)
+	if n == 1 && len(wave) == 1 {
+		why = firstReason(p.explain(req, &wave[0], candidates))
 	}
-	return out
+	return fmt.Sprintf("wave %d: %s (%s)", n, strings.Join(names(wave), ", "), why)
 }
 
-// smaller orders by blast radius: fewer stable pods, then a lower request
-// share, then the name (a stable order).
-func smaller(a, b Cluster) int {
-	return cmp.Or(cmp.Compare(a.StablePods, b.StablePods), cmp.Compare(a.RequestShare, b.RequestShare), strings.Compare(a.Name, b.Name))
-}
-
-// order puts the smallest cluster first, then takes one cluster per
-// region in turn (each region's smallest first; regions in the order of
-// their smallest cluster), so that every region has had a cluster before
-// any region has had two, and a region's last cluster comes only after
-// every other region has started.
-func order(clusters []Cluster) []Cluster {
-	sorted := slices.Clone(clusters)
-	slices.SortFunc(sorted, smaller)
+// spreadRegions keeps the first-ranked cluster first, then takes one
+// cluster per region in turn (each region's clusters in rank order;
+// regions in the order of their first-ranked cluster), so that every
+// region has had a cluster before any region has had two, and a region's
+// last cluster comes only after every other region has started. It is
+// not a plugin: it orders the whole list, where a score plugin looks at
+// one cluster.
+func spreadRegions(ranked []Cluster) []Cluster {
 	byRegion := map[string][]Cluster{}
 	var regions []string
-	for _, c := range sorted {
+	for _, c := range ranked {
 		if _, ok := byRegion[c.region()]; !ok {
 			regions = append(regions, c.region())
 		}
 		byRegion[c.region()] = append(byRegion[c.region()], c)
 	}
-	out := make([]Cluster, 0, len(sorted))
-	for len(out) < len(sorted) {
+	out := make([]Cluster, 0, len(ranked))
+	for len(out) < len(ranked) {
 		for _, r := range regions {
 			if q := byRegion[r]; len(q) > 0 {
 				out = append(out, q[0])
@@ -102,20 +107,23 @@ func order(clusters []Cluster) []Cluster {
 	return out
 }
 
-// reason says why a wave holds its clusters.
-func reason(n int, wave, selected []Cluster, first bool) string {
-	if first && len(wave) == 1 {
-		total := 0
-		for _, c := range selected {
-			total += c.StablePods
-		}
-		return fmt.Sprintf("wave %d: %s (smallest: %d of %d stable pods)", n, wave[0].Name, wave[0].StablePods, total)
+// firstReason says why a first wave of one cluster holds it: what the
+// score plugins said of it.
+func firstReason(explained []string) string {
+	if len(explained) == 0 {
+		return "first by name"
 	}
+	return strings.Join(explained, ", ")
+}
+
+// spreadReason says why a wave of several clusters, or a later wave,
+// holds its clusters.
+func spreadReason(wave []Cluster) string {
 	regions := map[string]bool{}
 	for _, c := range wave {
 		regions[regionName(c)] = true
 	}
-	return fmt.Sprintf("wave %d: %s (regions %s, smallest first)", n, strings.Join(names(wave), ", "), strings.Join(slices.Sorted(maps.Keys(regions)), ", "))
+	return fmt.Sprintf("regions %s, smallest first", strings.Join(slices.Sorted(maps.Keys(regions)), ", "))
 }
 
 func regionName(c Cluster) string {
