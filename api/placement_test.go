@@ -81,7 +81,37 @@ func TestPlacementLimits(t *testing.T) {
 	if len(standalone) != 1 || !strings.Contains(standalone[0].String(), "r.yaml:6: metadata.annotations[sluice.io/clusters]: a rollout across clusters runs in Kubernetes mode only") {
 		t.Errorf("standalone: %s", diagnosticText(standalone))
 	}
-	routed := NewLoader(Limits{}).ForKubernetes().Load([]Source{{Name: "r.yaml", Data: []byte(`apiVersion: argoproj.io/v1alpha1
+	routed := routedPlacement(t, "{plugins: {sluice.io/xds: {host: web.internal}}}").Diagnostics.Errors()
+	if len(routed) != 1 || !strings.Contains(routed[0].String(), "r.yaml:13: spec.strategy.canary.trafficRouting.plugins[sluice.io/xds]: not supported with sluice.io/clusters yet") {
+		t.Errorf("xDS router: %s", diagnosticText(routed))
+	}
+}
+
+// TestPlacementClusterRouters: the cluster routers act in each part's own
+// cluster, so a rollout across clusters may name them.
+func TestPlacementClusterRouters(t *testing.T) {
+	for name, routing := range map[string]string{
+		"gatewayAPI": "{plugins: {argoproj-labs/gatewayAPI: {httpRoute: web}}}",
+		"istio":      "{istio: {virtualService: {name: web, routes: [primary]}}}",
+	} {
+		t.Run(name, func(t *testing.T) {
+			set := routedPlacement(t, routing)
+			if errs := set.Diagnostics.Errors(); len(errs) != 0 {
+				t.Fatalf("want no errors, got:\n%s", diagnosticText(errs))
+			}
+			r := set.Rollouts[0]
+			if r.Placement == nil || r.Routing == nil {
+				t.Errorf("placement %+v, routing %+v: want both", r.Placement, r.Routing)
+			}
+		})
+	}
+}
+
+// routedPlacement loads, in Kubernetes mode, a rollout across clusters
+// whose canary has the trafficRouting block routing (YAML flow style).
+func routedPlacement(t *testing.T, routing string) *Set {
+	t.Helper()
+	return NewLoader(Limits{}).ForKubernetes().Load([]Source{{Name: "r.yaml", Data: []byte(`apiVersion: argoproj.io/v1alpha1
 kind: Rollout
 metadata:
   name: web
@@ -91,10 +121,9 @@ spec:
   template: {metadata: {labels: {app: web}}, spec: {containers: [{name: app, image: "shop/web:1"}]}}
   strategy:
     canary:
-      trafficRouting: {plugins: {sluice.io/xds: {host: web.internal}}}
+      canaryService: web-canary
+      stableService: web-stable
+      trafficRouting: ` + routing + `
       steps: [{setWeight: 10}]
-`)}}).Diagnostics.Errors()
-	if len(routed) != 1 || !strings.Contains(routed[0].String(), "r.yaml:11: spec.strategy.canary.trafficRouting: not supported with sluice.io/clusters yet") {
-		t.Errorf("trafficRouting: %s", diagnosticText(routed))
-	}
+`)}})
 }
