@@ -50,6 +50,9 @@ type remoteCluster struct {
 
 	ready  atomic.Pointer[workload.Manager]
 	binder atomic.Pointer[kube.Binder]
+	// routers write its parts' routes (clusterrouters.go); set before
+	// ready.
+	routers atomic.Pointer[clusterRouters]
 	// onConnect re-applies the commit in force: the parts held back
 	// while the cluster was not connected are created then.
 	onConnect func()
@@ -236,6 +239,9 @@ func (r *remoteCluster) start(ctx context.Context, o Options, report func(key ap
 				log.Error("pod binder stopped", "err", err)
 			}
 		}()
+	}
+	if err := r.startRouters(ctx, client, log); err != nil {
+		return err
 	}
 	r.ready.Store(m)
 	log.Info("cluster connected")
