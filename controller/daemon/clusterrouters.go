@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"time"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -71,17 +73,18 @@ func (c *clusterRouters) run(ctx context.Context) error {
 // partRouters are the routers routedTraffic drives, each a partRouter
 // over every cluster's router of that kind.
 func (k *kubeParts) partRouters() []gateway.ClusterRouter {
-	return []gateway.ClusterRouter{
-		partRouter{k: k, name: k.routers.services.Name(), pick: func(c *clusterRouters) gateway.ClusterRouter { return c.services }},
-		partRouter{k: k, name: k.routers.gateway.Name(), pick: func(c *clusterRouters) gateway.ClusterRouter { return c.gateway }},
-		partRouter{k: k, name: k.routers.mesh.Name(), pick: func(c *clusterRouters) gateway.ClusterRouter { return c.mesh }},
+	var out []gateway.ClusterRouter
+	for i, r := range k.routers.list() {
+		out = append(out, partRouter{k: k, name: r.Name(), pick: func(c *clusterRouters) gateway.ClusterRouter { return c.list()[i] }})
 	}
+	return out
 }
 
 // partRouter is one kind of router across the clusters: a rollout's own
 // key goes to the home cluster's, a part's to its cluster's, under the
-// rollout's own key. A cluster not connected yet fails the write (its
-// part holds and the runner retries); no other cluster is touched.
+// rollout's own key; no other cluster is touched. A part of a cluster not
+// connected yet (sluice just started) is written once it connects
+// (awaitedRoutes): its Verify waits for that write.
 type partRouter struct {
 	k    *kubeParts
 	name string
@@ -90,66 +93,193 @@ type partRouter struct {
 
 var _ gateway.ClusterRouter = partRouter{}
 
-// route is the router and key for key's cluster.
-func (p partRouter) route(key api.Key) (gateway.ClusterRouter, api.Key, error) {
+// target is the key's own key and the remote cluster it runs in (nil for
+// the home cluster's).
+func (p partRouter) target(key api.Key) (*remoteCluster, api.Key, error) {
 	cluster := key.Cluster()
 	if cluster == "" {
-		return p.pick(p.k.routers), key, nil
+		return nil, key, nil
 	}
 	if cluster == p.k.homeName {
-		return p.pick(p.k.routers), key.Parent(), nil
+		return nil, key.Parent(), nil
 	}
 	r, ok := p.k.remotes[cluster]
 	if !ok {
 		return nil, key, fmt.Errorf("rollout %s: cluster %q is not one sluice runs rollouts in (--cluster)", key, cluster)
 	}
-	c := r.routers.Load()
-	if c == nil {
-		return nil, key, fmt.Errorf("rollout %s: %s", key, r.notConnected())
-	}
-	return p.pick(c), key.Parent(), nil
+	return r, key.Parent(), nil
 }
 
 func (p partRouter) Name() string { return p.name }
 
+// Apply writes t in its cluster, or keeps it for the cluster's connection
+// (pendingToken).
 func (p partRouter) Apply(ctx context.Context, t api.Traffic) (string, error) {
-	r, key, err := p.route(t.Rollout)
+	rc, own, err := p.target(t.Rollout)
 	if err != nil {
 		return "", err
 	}
-	t.Rollout = key
-	return r.Apply(ctx, t)
+	t.Rollout = own
+	routers := p.k.routers
+	if rc != nil {
+		if routers = rc.routes.routersOrHold(t); routers == nil {
+			return pendingToken, nil
+		}
+	}
+	return p.pick(routers).Apply(ctx, t)
 }
 
 func (p partRouter) Verify(ctx context.Context, key api.Key, token string) (gateway.Verification, error) {
-	r, own, err := p.route(key)
+	rc, own, err := p.target(key)
 	if err != nil {
 		return gateway.Verification{}, err
 	}
-	return r.Verify(ctx, own, token)
+	if rc == nil {
+		return p.pick(p.k.routers).Verify(ctx, own, token)
+	}
+	if token == pendingToken {
+		if token, err = rc.routes.flushed(ctx, p.name, own); err != nil {
+			return gateway.Verification{}, fmt.Errorf("rollout %s: written once cluster %s connected: %w", key, rc.name, err)
+		}
+	}
+	routers := rc.routes.connected()
+	if routers == nil {
+		return gateway.Verification{}, fmt.Errorf("rollout %s: %s", key, rc.notConnected())
+	}
+	return p.pick(routers).Verify(ctx, own, token)
 }
 
 func (p partRouter) Release(ctx context.Context, key api.Key, cr *api.ClusterRouting) error {
-	r, own, err := p.route(key)
+	rc, own, err := p.target(key)
 	if err != nil {
 		return err
 	}
-	return r.Release(ctx, own, cr)
+	routers := p.k.routers
+	if rc != nil {
+		if routers = rc.routes.connected(); routers == nil {
+			return fmt.Errorf("rollout %s: %s", key, rc.notConnected())
+		}
+	}
+	return p.pick(routers).Release(ctx, own, cr)
 }
 
-// startRouters builds the remote cluster's routers and runs their drift
-// checks until ctx ends. Istio weights there are verified by istiod's
-// status only: the --istio-xds observer is the home cluster's istiod.
-func (r *remoteCluster) startRouters(ctx context.Context, client kubernetes.Interface, log *slog.Logger) error {
+// pendingToken is Apply's token for traffic kept until its cluster
+// connects.
+const pendingToken = "pending: cluster not connected"
+
+// awaitedRoutes are a remote cluster's routers once it is connected, and
+// until then the latest traffic of each of its parts. The runner pushes
+// the traffic of every part it restores as soon as it starts, before the
+// other clusters are connected: failing those writes would hold the
+// parts on a NACK nothing retries, so they are written, and verified, at
+// the connection instead.
+type awaitedRoutes struct {
+	mu      sync.Mutex
+	routers *clusterRouters
+	ready   chan struct{} // closed once routers is set
+	pending map[api.Key]api.Traffic
+	// written is each held write's result at the connection, by router
+	// and rollout, for Verify.
+	written map[string]map[api.Key]heldWrite
+}
+
+type heldWrite struct {
+	token string
+	err   error
+}
+
+func (a *awaitedRoutes) init() {
+	if a.ready == nil {
+		a.ready = make(chan struct{})
+		a.pending = map[api.Key]api.Traffic{}
+		a.written = map[string]map[api.Key]heldWrite{}
+	}
+}
+
+// routersOrHold returns the routers, or nil after keeping t for the
+// connection.
+func (a *awaitedRoutes) routersOrHold(t api.Traffic) *clusterRouters {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.init()
+	if a.routers == nil {
+		a.pending[t.Rollout] = t
+	}
+	return a.routers
+}
+
+func (a *awaitedRoutes) connected() *clusterRouters {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.routers
+}
+
+// connect writes the traffic held for the cluster with its routers, then
+// lets every later write through. It holds the lock while it writes, so
+// that no newer write of a part can be overtaken by its held one.
+func (a *awaitedRoutes) connect(c *clusterRouters, timeout time.Duration, log *slog.Logger) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.init()
+	if a.routers != nil {
+		return // connected once already
+	}
+	for key, t := range a.pending {
+		for _, r := range c.list() {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			tok, err := r.Apply(ctx, t)
+			cancel()
+			if err != nil {
+				log.Warn("write routes held until the cluster connected", "rollout", key.String(), "router", r.Name(), "err", err)
+			}
+			if a.written[r.Name()] == nil {
+				a.written[r.Name()] = map[api.Key]heldWrite{}
+			}
+			a.written[r.Name()][key] = heldWrite{token: tok, err: err}
+		}
+	}
+	a.pending = nil
+	a.routers = c
+	close(a.ready)
+}
+
+// flushed waits for the connection and returns the token of the held
+// write of key by router.
+func (a *awaitedRoutes) flushed(ctx context.Context, router string, key api.Key) (string, error) {
+	a.mu.Lock()
+	a.init()
+	ready := a.ready
+	a.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return "", ctx.Err()
+	case <-ready:
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	w := a.written[router][key]
+	return w.token, w.err
+}
+
+// list is the cluster's routers in the order a write goes through them.
+func (c *clusterRouters) list() []gateway.ClusterRouter {
+	return []gateway.ClusterRouter{c.services, c.gateway, c.mesh}
+}
+
+// startRouters builds the remote cluster's routers, writes the traffic
+// held for it and runs their drift checks until ctx ends. Istio weights
+// there are verified by istiod's status only: the --istio-xds observer is
+// the home cluster's istiod.
+func (r *remoteCluster) startRouters(ctx context.Context, client kubernetes.Interface, applyTimeout time.Duration, log *slog.Logger) error {
 	c, err := newClusterRouters(r.config, client, "", log)
 	if err != nil {
 		return err
 	}
+	r.routes.connect(c, applyTimeout, log)
 	go func() {
 		if err := c.run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			log.Error("cluster routers stopped", "err", err)
 		}
 	}()
-	r.routers.Store(c)
 	return nil
 }

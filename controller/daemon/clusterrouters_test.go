@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	gwfake "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/fake"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/runner"
 	"github.com/sluice-dev/sluice/gateway/gatewayapi"
 	"github.com/sluice-dev/sluice/gateway/istio"
 	"github.com/sluice-dev/sluice/gateway/kubeservice"
@@ -37,11 +39,23 @@ type fakeCluster struct {
 
 func newFakeCluster(t *testing.T) *fakeCluster {
 	t.Helper()
+	// The gateway "edge" took the route (the fake clientset keeps the
+	// generation at 0, so any write is taken).
+	taken := []metav1.Condition{
+		{Type: string(gwv1.RouteConditionAccepted), Status: metav1.ConditionTrue, Reason: "Accepted"},
+		{Type: string(gwv1.RouteConditionResolvedRefs), Status: metav1.ConditionTrue, Reason: "ResolvedRefs"},
+	}
 	route := &gwv1.HTTPRoute{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
-		Spec: gwv1.HTTPRouteSpec{Rules: []gwv1.HTTPRouteRule{{
-			BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "web-stable", Port: ptr.To(gwv1.PortNumber(80))}}}},
-		}}},
+		Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "edge"}}},
+			Rules: []gwv1.HTTPRouteRule{{
+				BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "web-stable", Port: ptr.To(gwv1.PortNumber(80))}}}},
+			}},
+		},
+		Status: gwv1.HTTPRouteStatus{RouteStatus: gwv1.RouteStatus{Parents: []gwv1.RouteParentStatus{{
+			ParentRef: gwv1.ParentReference{Name: "edge"}, ControllerName: "example.com/edge", Conditions: taken,
+		}}}},
 	}
 	dest := func(host string, weight int64) map[string]any {
 		return map[string]any{"destination": map[string]any{"host": host}, "weight": weight}
@@ -102,32 +116,18 @@ func (c *fakeCluster) virtualService(t *testing.T) *unstructured.Unstructured {
 
 // TestPartRoutesGoToTheirCluster: a part's traffic ("shop/web@eu-2") is
 // written into eu-2's HTTPRoute and VirtualService only, under the
-// rollout's own key (Istio's ledger names shop/web); the home part's into
-// home's; a part of a cluster not connected yet fails with why, and no
-// other cluster's routes change.
+// rollout's own key (Istio's ledger names shop/web), and verified there;
+// the home part's into home's; a part's release restores its cluster's
+// routes only.
 func TestPartRoutesGoToTheirCluster(t *testing.T) {
 	home, eu2 := newFakeCluster(t), newFakeCluster(t)
-	k := &kubeParts{homeName: "eu-1", routers: home.routers, remotes: map[string]*remoteCluster{
-		"eu-2": {name: "eu-2"},
-		"us-1": {name: "us-1"},
-	}}
-	k.remotes["eu-2"].routers.Store(eu2.routers)
-	routed := &routedTraffic{routers: k.partRouters(), applyTimeout: 5 * time.Second, log: slog.New(slog.DiscardHandler)}
+	k := &kubeParts{homeName: "eu-1", routers: home.routers, remotes: map[string]*remoteCluster{"eu-2": {name: "eu-2"}}}
+	k.remotes["eu-2"].routes.connect(eu2.routers, 5*time.Second, discard)
+	routed := newTestRouted(k)
 	rollout := api.Key{Namespace: "shop", Name: "web"}
-	traffic := func(part api.Key, canary int32) api.Traffic {
-		return api.Traffic{Rollout: part, Weights: api.CanaryWeights(canary), Routing: &api.ClusterRouting{
-			StableService: "web-stable", CanaryService: "web-canary",
-			GatewayAPI: &api.GatewayAPIRouting{Namespace: "shop", HTTPRoutes: []api.GatewayRouteRef{{Name: "web"}}},
-			Istio:      &api.IstioRouting{VirtualServices: []api.IstioVirtualService{{Name: "web", Namespace: "shop", Routes: []string{"primary"}}}},
-		}}
-	}
-	// The user's route names web-stable without a weight (1 of 1);
-	// sluice's release writes 100.
-	const untouched = "route[web-stable:1] vs[web-stable:100 web-canary:0]"
-	const stable = "route[web-stable:100] vs[web-stable:100 web-canary:0]"
-	const half = "route[web-stable:50 web-canary:50] vs[web-stable:50 web-canary:50]"
 
-	if _, err := routed.SetTraffic(traffic(rollout.InCluster("eu-2"), 50)); err != nil {
+	v, err := routed.SetTraffic(webTraffic(rollout.InCluster("eu-2"), 50))
+	if err != nil {
 		t.Fatal(err)
 	}
 	if got := eu2.weights(t); got != half {
@@ -140,22 +140,21 @@ func TestPartRoutesGoToTheirCluster(t *testing.T) {
 	if !strings.Contains(ledger, `"shop/web"`) || strings.Contains(ledger, "@") {
 		t.Errorf("eu-2's VirtualService ledger %s: want the rollout's own key shop/web", ledger)
 	}
-
-	_, err := routed.SetTraffic(traffic(rollout.InCluster("us-1"), 50))
-	if err == nil || !strings.Contains(err.Error(), "cluster us-1: not connected") {
-		t.Errorf("us-1 not connected: err %v, want one that says so", err)
+	if err := waitForAck(t, routed, v); err != nil {
+		t.Errorf("eu-2's write not verified: %v", err)
 	}
-	if _, err := routed.SetTraffic(traffic(rollout.InCluster("eu-1"), 20)); err != nil {
+
+	if _, err := routed.SetTraffic(webTraffic(rollout.InCluster("eu-1"), 20)); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := home.weights(t), "route[web-stable:80 web-canary:20] vs[web-stable:80 web-canary:20]"; got != want {
 		t.Errorf("home after its part's write: %s, want %s", got, want)
 	}
 	if got := eu2.weights(t); got != half {
-		t.Errorf("eu-2 after the other parts' writes: %s, want %s", got, half)
+		t.Errorf("eu-2 after home's part's write: %s, want %s", got, half)
 	}
 
-	if err := routed.release(context.Background(), rollout.InCluster("eu-2"), traffic(rollout, 0).Routing); err != nil {
+	if err := routed.release(context.Background(), rollout.InCluster("eu-2"), webTraffic(rollout, 0).Routing); err != nil {
 		t.Fatal(err)
 	}
 	if got := eu2.weights(t); got != stable {
@@ -164,4 +163,81 @@ func TestPartRoutesGoToTheirCluster(t *testing.T) {
 	if got := home.weights(t); !strings.Contains(got, "web-canary:20") {
 		t.Errorf("home after eu-2's release: %s, want its 20 %% kept", got)
 	}
+}
+
+// TestPartRoutesHeldUntilConnected: the traffic of a part whose cluster is
+// not connected yet (what the runner pushes for every restored part as
+// soon as sluice starts) is not refused: it is written when the cluster
+// connects, and the wait for its ACK ends with that write's verification.
+func TestPartRoutesHeldUntilConnected(t *testing.T) {
+	home, us1 := newFakeCluster(t), newFakeCluster(t)
+	k := &kubeParts{homeName: "eu-1", routers: home.routers, remotes: map[string]*remoteCluster{"us-1": {name: "us-1"}}}
+	routed := newTestRouted(k)
+	part := api.Key{Namespace: "shop", Name: "web"}.InCluster("us-1")
+
+	if _, err := routed.SetTraffic(webTraffic(part, 20)); err != nil {
+		t.Fatalf("traffic of a part whose cluster is not connected: %v", err)
+	}
+	v, err := routed.SetTraffic(webTraffic(part, 50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := make(chan error, 1)
+	go func() { acked <- waitForAck(t, routed, v) }()
+	select {
+	case err := <-acked:
+		t.Fatalf("the ACK wait ended before us-1 connected: %v", err)
+	default:
+	}
+	if got := us1.weights(t); got != untouched {
+		t.Errorf("us-1 before it connected: %s, want %s", got, untouched)
+	}
+	k.remotes["us-1"].routes.connect(us1.routers, 5*time.Second, discard)
+	if err := <-acked; err != nil {
+		t.Errorf("the ACK wait after us-1 connected: %v", err)
+	}
+	if got := us1.weights(t); got != half {
+		t.Errorf("us-1 once connected: %s, want the latest traffic %s", got, half)
+	}
+	if got := home.weights(t); got != untouched {
+		t.Errorf("home: %s, want it untouched: %s", got, untouched)
+	}
+}
+
+// The HTTPRoute and VirtualService as newFakeCluster makes them (the
+// user's route names web-stable without a weight, 1 of 1), released by
+// sluice (100 to stable), and at 50 %.
+const (
+	untouched = "route[web-stable:1] vs[web-stable:100 web-canary:0]"
+	stable    = "route[web-stable:100] vs[web-stable:100 web-canary:0]"
+	half      = "route[web-stable:50 web-canary:50] vs[web-stable:50 web-canary:50]"
+)
+
+var discard = slog.New(slog.DiscardHandler)
+
+func newTestRouted(k *kubeParts) *routedTraffic {
+	return &routedTraffic{routers: k.partRouters(), applyTimeout: 5 * time.Second, log: discard}
+}
+
+// webTraffic is the traffic of shop/web's part with canary % to
+// web-canary through the HTTPRoute and the VirtualService web.
+func webTraffic(part api.Key, canary int32) api.Traffic {
+	return api.Traffic{Rollout: part, Weights: api.CanaryWeights(canary), Routing: &api.ClusterRouting{
+		StableService: "web-stable", CanaryService: "web-canary",
+		GatewayAPI: &api.GatewayAPIRouting{Namespace: "shop", HTTPRoutes: []api.GatewayRouteRef{{Name: "web"}}},
+		Istio:      &api.IstioRouting{VirtualServices: []api.IstioVirtualService{{Name: "web", Namespace: "shop", Routes: []string{"primary"}}}},
+	}}
+}
+
+// waitForAck waits for the version's verification; Istio, which has no
+// istiod here, is taken unverified, as without status reporting.
+func waitForAck(t *testing.T, routed *routedTraffic, version string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := routed.WaitForAck(ctx, "", version)
+	var unverified *runner.UnverifiedError
+	if errors.As(err, &unverified) && strings.HasPrefix(unverified.Message, "istio:") && !strings.Contains(unverified.Message, "gatewayAPI") {
+		return nil
+	}
+	return err
 }

@@ -50,9 +50,9 @@ type remoteCluster struct {
 
 	ready  atomic.Pointer[workload.Manager]
 	binder atomic.Pointer[kube.Binder]
-	// routers write its parts' routes (clusterrouters.go); set before
-	// ready.
-	routers atomic.Pointer[clusterRouters]
+	// routes write its parts' routes (clusterrouters.go); connected
+	// before ready.
+	routes awaitedRoutes
 	// onConnect re-applies the commit in force: the parts held back
 	// while the cluster was not connected are created then.
 	onConnect func()
@@ -240,7 +240,7 @@ func (r *remoteCluster) start(ctx context.Context, o Options, report func(key ap
 			}
 		}()
 	}
-	if err := r.startRouters(ctx, client, log); err != nil {
+	if err := r.startRouters(ctx, client, o.AckTimeout, log); err != nil {
 		return err
 	}
 	r.ready.Store(m)
