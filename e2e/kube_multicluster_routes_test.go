@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -20,7 +21,7 @@ import (
 // routedMultiClusterRollout is a canary across the fleet in waves of one
 // cluster each whose traffic moves by the cluster routers: the HTTPRoute
 // and the VirtualService "mr", the user's objects in every cluster.
-func routedMultiClusterRollout(ns, version string) string {
+func routedMultiClusterRollout(ns, version string, pause int) string {
 	return fmt.Sprintf(`apiVersion: argoproj.io/v1alpha1
 kind: Rollout
 metadata:
@@ -48,8 +49,8 @@ spec:
           virtualService: {name: mr, routes: [primary]}
       steps:
       - setWeight: 50
-      - pause: {duration: 2s}
-`, ns, version)
+      - pause: {duration: %[3]ds}
+`, ns, version, pause)
 }
 
 // clusterWeights is the canary's weight in one cluster's objects, as its
@@ -163,7 +164,9 @@ func (w *fleetRouteWatch) close() {
 // later waves still send everything to stable and those of earlier waves
 // hold at 100 % canary; every cluster's VirtualService carried 50 % too;
 // at the end every cluster sends 100 % to its stable Service, which
-// selects v2's pods.
+// selects v2's pods. Then v3, with sluice killed and restarted while
+// us-1's apiserver is down in wave 2: us-1's part's traffic is not
+// refused (no xds-nack), and once us-1 is back the rollout finishes.
 func TestKubeMultiClusterRoutes(t *testing.T) {
 	start := time.Now()
 	f := startFleet(t)
@@ -177,8 +180,9 @@ func TestKubeMultiClusterRoutes(t *testing.T) {
 	}
 	order := []string{"eu-1", "us-1", "eu-2"}
 	repo := newGitRepo(t)
-	repo.push("v1", map[string]string{"rollouts/mr.yaml": routedMultiClusterRollout(f.ns, v1)})
-	d := startDaemon(t, repo, append([]string{"--cluster-probe-interval", "1s", "--ack-timeout", "1m"}, f.flags...)...)
+	repo.push("v1", map[string]string{"rollouts/mr.yaml": routedMultiClusterRollout(f.ns, v1, 2)})
+	flags := append([]string{"--state-dir", filepath.Join(t.TempDir(), "state"), "--cluster-probe-interval", "1s", "--ack-timeout", "1m"}, f.flags...)
+	d := startDaemon(t, repo, flags...)
 	const user, vsUser = "static[static-files:1] ", "static[static-files:-] "
 	for _, c := range order {
 		d.waitStatus(f.ns+"/mr@"+c, 60*time.Second, c+" stable v1", func(s httpapi.RolloutStatus) bool {
@@ -190,7 +194,7 @@ func TestKubeMultiClusterRoutes(t *testing.T) {
 
 	watch := watchFleetRoutes(t, worlds)
 	pushed := time.Now()
-	repo.push("v2", map[string]string{"rollouts/mr.yaml": routedMultiClusterRollout(f.ns, v2)})
+	repo.push("v2", map[string]string{"rollouts/mr.yaml": routedMultiClusterRollout(f.ns, v2, 2)})
 	for _, c := range order {
 		d.waitStatus(f.ns+"/mr@"+c, 90*time.Second, c+" promoted to v2", func(s httpapi.RolloutStatus) bool {
 			return s.Phase == rollout.PhaseHealthy && s.StableVersion == v2
@@ -234,6 +238,43 @@ func TestKubeMultiClusterRoutes(t *testing.T) {
 			}
 			return svc.Spec.Selector["rollouts-pod-template-hash"] == rs.Labels["rollouts-pod-template-hash"], fmt.Sprint(svc.Spec.Selector)
 		})
+	}
+
+	// v3, restarted while us-1's apiserver is down during its wave: the
+	// restored us-1 part's traffic waits for us-1 (no NACK), is written
+	// there once it is back, and the rollout finishes.
+	repo.push("v3", map[string]string{"rollouts/mr.yaml": routedMultiClusterRollout(f.ns, v3, 8)})
+	kubetest.Eventually(t, 60*time.Second, "us-1's HTTPRoute at 50 % (wave 2)", func() (bool, string) {
+		cw, _ := canaryWeights(worlds["us-1"])
+		return cw.route == 50, fmt.Sprint(cw)
+	})
+	us1 := f.clusters["us-1"]
+	if err := us1.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-d.exited
+	d = startDaemon(t, repo, flags...)
+	d.waitStatus(f.ns+"/mr@us-1", 30*time.Second, "us-1 held: unreachable", func(s httpapi.RolloutStatus) bool {
+		return strings.Contains(s.Message, "cluster us-1 unreachable")
+	})
+	if err := us1.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	for _, c := range order {
+		d.waitStatus(f.ns+"/mr@"+c, 90*time.Second, c+" promoted to v3", func(s httpapi.RolloutStatus) bool {
+			return s.Phase == rollout.PhaseHealthy && s.StableVersion == v3
+		})
+		worlds[c].waitRoutes(t, "mr", user+"-[mr-stable:100]", vsUser+"primary[mr-stable:100 mr-canary:0]")
+	}
+	t.Logf("v3: every cluster at 100 %% stable %v after us-1's apiserver was back", time.Since(restarted).Round(10*time.Millisecond))
+	for _, line := range strings.Split(d.log.String(), "\n") {
+		if strings.Contains(line, `"rollout":"`+f.ns+`/mr@us-1"`) && (strings.Contains(line, `"event":"xds-nack"`) || strings.Contains(line, `"msg":"publish traffic"`)) {
+			t.Errorf("the restarted sluice refused us-1's part's traffic while us-1 was not connected: %s", line)
+		}
 	}
 	t.Logf("whole test %v", time.Since(start).Round(10*time.Millisecond))
 }
