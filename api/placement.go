@@ -75,9 +75,11 @@ func (c *checker) placement(ro *v1alpha1.Rollout) *Placement {
 }
 
 // placementLimits refuses what a rollout across clusters cannot do yet,
-// each at its own field: it runs in Kubernetes mode only, as a canary
-// (its traffic moved by replica counts, or by the cluster routers in each
-// cluster), on its own pod template.
+// each at its own field: it runs in Kubernetes mode only, as a canary that
+// moves traffic by replica counts, through sluice's xDS (each cluster's
+// clients get their own cluster's part, gateway/views.go) or through each
+// cluster's own routers (Gateway API, Istio: the daemon writes each part's
+// routes in its own cluster), on its own pod template.
 func (c *checker) placementLimits(ro *v1alpha1.Rollout) {
 	if c.mode != ModeKubernetes {
 		c.errorf(annotationPath(ClustersAnnotation), "a rollout across clusters runs in Kubernetes mode only (sluice run --kubernetes, sluice validate --kubernetes)")
@@ -87,23 +89,8 @@ func (c *checker) placementLimits(ro *v1alpha1.Rollout) {
 	if ro.Spec.Strategy.BlueGreen != nil {
 		c.errorf("spec.strategy.blueGreen", notYet, ClustersAnnotation)
 	}
-	c.xdsAcrossClustersLimit(ro)
 	if ro.Spec.WorkloadRef != nil {
 		c.errorf("spec.workloadRef", notYet+" from spec.template", ClustersAnnotation)
-	}
-}
-
-// xdsAcrossClustersLimit refuses sluice's own xDS router in a rollout
-// across clusters: its EDS localities across clusters are not built. The
-// cluster routers (Gateway API, Istio) act in each part's own cluster and
-// are allowed.
-func (c *checker) xdsAcrossClustersLimit(ro *v1alpha1.Rollout) {
-	cn := ro.Spec.Strategy.Canary
-	if cn == nil || cn.TrafficRouting == nil {
-		return
-	}
-	if _, ok := cn.TrafficRouting.Plugins[XDSPluginName]; ok {
-		c.errorf(xdsPath, "not supported with %s yet: xDS endpoints across clusters are not built; route each cluster with plugins[%s] or istio", ClustersAnnotation, GatewayAPIPluginName)
 	}
 }
 

@@ -81,16 +81,14 @@ func TestPlacementLimits(t *testing.T) {
 	if len(standalone) != 1 || !strings.Contains(standalone[0].String(), "r.yaml:6: metadata.annotations[sluice.io/clusters]: a rollout across clusters runs in Kubernetes mode only") {
 		t.Errorf("standalone: %s", diagnosticText(standalone))
 	}
-	routed := routedPlacement(t, "{plugins: {sluice.io/xds: {host: web.internal}}}").Diagnostics.Errors()
-	if len(routed) != 1 || !strings.Contains(routed[0].String(), "r.yaml:13: spec.strategy.canary.trafficRouting.plugins[sluice.io/xds]: not supported with sluice.io/clusters yet") {
-		t.Errorf("xDS router: %s", diagnosticText(routed))
-	}
 }
 
-// TestPlacementClusterRouters: the cluster routers act in each part's own
-// cluster, so a rollout across clusters may name them.
-func TestPlacementClusterRouters(t *testing.T) {
+// TestPlacementRouting: every router may move a rollout's traffic across
+// clusters: sluice's xDS (each cluster's clients get their own part), and
+// the cluster routers, which act in each part's own cluster.
+func TestPlacementRouting(t *testing.T) {
 	for name, routing := range map[string]string{
+		"xds":        "{plugins: {sluice.io/xds: {host: web.internal}}}",
 		"gatewayAPI": "{plugins: {argoproj-labs/gatewayAPI: {httpRoute: web}}}",
 		"istio":      "{istio: {virtualService: {name: web, routes: [primary]}}}",
 	} {
@@ -99,8 +97,7 @@ func TestPlacementClusterRouters(t *testing.T) {
 			if errs := set.Diagnostics.Errors(); len(errs) != 0 {
 				t.Fatalf("want no errors, got:\n%s", diagnosticText(errs))
 			}
-			r := set.Rollouts[0]
-			if r.Placement == nil || r.Routing == nil {
+			if r := set.Rollouts[0]; r.Placement == nil || (name != "xds" && r.Routing == nil) {
 				t.Errorf("placement %+v, routing %+v: want both", r.Placement, r.Routing)
 			}
 		})

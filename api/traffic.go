@@ -81,4 +81,13 @@ type Traffic struct {
 	// Routing is the rollout's cluster routers (Kubernetes mode), which
 	// carry this traffic beside the xDS gateway; nil when it names none.
 	Routing *ClusterRouting `json:"routing,omitempty"`
+	// Region is the region label of the cluster of a rollout's part
+	// (Rollout ns/name@C, a rollout across clusters): its endpoints' EDS
+	// locality is region/zone/C.
+	Region string `json:"region,omitempty"`
+	// DefaultRoutes marks the part whose routes the clients get that
+	// name no cluster of the rollout (the daemon marks the part of the
+	// last wave, the one that changes last). The clients of cluster C get
+	// the routes of part C.
+	DefaultRoutes bool `json:"defaultRoutes,omitempty"`
 }

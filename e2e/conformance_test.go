@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/rollout"
+	"github.com/sluice-dev/sluice/gateway/probe"
 )
 
 const v3 = "e2e/app:v3"
@@ -80,8 +81,8 @@ func conform(t *testing.T, impl clientImpl) {
 	// Two clients of the implementation: one straight to sluice, one through
 	// the proxy that can make it NACK.
 	proxy := startNACKProxy(t, d.xdsAddr)
-	direct := impl.start(t, d.xdsAddr, spec.Host, impl.name+"-direct")
-	proxied := impl.start(t, proxy.addr, spec.Host, impl.name+"-proxied")
+	direct := impl.start(t, probe.Bootstrap(d.xdsAddr, impl.name+"-direct"), spec.Host)
+	proxied := impl.start(t, probe.Bootstrap(proxy.addr, impl.name+"-proxied"), spec.Host)
 	for name, c := range map[string]xdsClient{"direct": direct, "proxied": proxied} {
 		if got := c.call(t, 100, nil); got.share(v1) != 1 {
 			t.Fatalf("%s client before the canary: %v, want all on v1", name, got)

@@ -94,9 +94,12 @@ const baselineSuffix = " (baseline)"
 // reached a pod of v. A pod's backend stops
 // when the pod is deleted.
 type podBackends struct {
-	t  *testing.T
-	mu sync.Mutex
-	by map[string]*podBackend // pod IP → backend
+	t *testing.T
+	// tag, when set, follows the version a backend answers with
+	// ("v2@eu-1"), so that a call tells which cluster's pod answered.
+	tag string
+	mu  sync.Mutex
+	by  map[string]*podBackend // pod IP → backend
 }
 
 type podBackend struct {
@@ -106,7 +109,14 @@ type podBackend struct {
 
 func startPodBackends(t *testing.T, c *kubetest.Cluster, ns string) *podBackends {
 	t.Helper()
-	pb := &podBackends{t: t, by: map[string]*podBackend{}}
+	return startTaggedPodBackends(t, c, ns, "")
+}
+
+// startTaggedPodBackends is startPodBackends whose backends answer with
+// "<version>@<tag>" (tag "": the version alone).
+func startTaggedPodBackends(t *testing.T, c *kubetest.Cluster, ns, tag string) *podBackends {
+	t.Helper()
+	pb := &podBackends{t: t, tag: tag, by: map[string]*podBackend{}}
 	f := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithNamespace(ns))
 	inf := f.Core().V1().Pods().Informer()
 	sync := func(obj any) {
@@ -156,6 +166,9 @@ func (pb *podBackends) sync(p *corev1.Pod) {
 	version := p.Spec.Containers[0].Image
 	if p.Labels[api.BaselineLabel] == "true" {
 		version += baselineSuffix // the stable's image: tell its calls apart
+	}
+	if pb.tag != "" {
+		version += "@" + pb.tag
 	}
 	b, err := probe.NewBackend(probe.BackendOptions{Version: version, Window: 5 * time.Second})
 	if err != nil {

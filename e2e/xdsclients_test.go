@@ -89,7 +89,9 @@ type clientImpl struct {
 	// mirrors says whether the implementation copies requests to a
 	// route's request_mirror_policies; the suite checks it both ways.
 	mirrors bool
-	start   func(t *testing.T, xdsServer, host, node string) xdsClient
+	// start runs a client of host with the given xDS bootstrap
+	// (probe.Bootstrap and its kin).
+	start func(t *testing.T, bootstrap []byte, host string) xdsClient
 }
 
 // callTimeout bounds one call; calls wait for a ready route meanwhile.
@@ -103,9 +105,9 @@ type goClient struct {
 	first time.Duration
 }
 
-func startGoClient(t *testing.T, xdsServer, host, node string) xdsClient {
+func startGoClient(t *testing.T, bootstrap []byte, host string) xdsClient {
 	t.Helper()
-	rb, err := xds.NewXDSResolverWithConfigForTesting(probe.Bootstrap(xdsServer, node))
+	rb, err := xds.NewXDSResolverWithConfigForTesting(bootstrap)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,11 +178,12 @@ type procClient struct {
 }
 
 // startProcClient runs argv (the host is appended) with GRPC_XDS_BOOTSTRAP
-// naming a bootstrap for node, and waits for its first answered call.
-func startProcClient(t *testing.T, name string, argv, env []string, xdsServer, host, node string) *procClient {
+// naming a file that holds bootstrapJSON, and waits for its first answered
+// call.
+func startProcClient(t *testing.T, name string, argv, env []string, bootstrapJSON []byte, host string) *procClient {
 	t.Helper()
 	bootstrap := filepath.Join(t.TempDir(), "bootstrap.json")
-	if err := os.WriteFile(bootstrap, probe.Bootstrap(xdsServer, node), 0o600); err != nil {
+	if err := os.WriteFile(bootstrap, bootstrapJSON, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(argv[0], append(argv[1:], host)...)
@@ -288,9 +291,9 @@ func pythonGRPC(python string) string {
 // operators about the knob.
 const pythonPollEnv = "GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS=200"
 
-func pythonClient(python string) func(t *testing.T, xdsServer, host, node string) xdsClient {
-	return func(t *testing.T, xdsServer, host, node string) xdsClient {
-		return startProcClient(t, "python "+python, []string{python, "-u", "testdata/xdsclients/client.py"}, []string{pythonPollEnv}, xdsServer, host, node)
+func pythonClient(python string) func(t *testing.T, bootstrap []byte, host string) xdsClient {
+	return func(t *testing.T, bootstrap []byte, host string) xdsClient {
+		return startProcClient(t, "python "+python, []string{python, "-u", "testdata/xdsclients/client.py"}, []string{pythonPollEnv}, bootstrap, host)
 	}
 }
 
@@ -318,9 +321,9 @@ func nodeModules(t *testing.T) string {
 	return filepath.Join(cache, hex.EncodeToString(sum[:])[:16], "node_modules")
 }
 
-func nodeClient(nodeBin, modules string) func(t *testing.T, xdsServer, host, node string) xdsClient {
-	return func(t *testing.T, xdsServer, host, node string) xdsClient {
-		return startProcClient(t, "grpc-js", []string{nodeBin, "testdata/xdsclients/client.js"}, []string{"NODE_PATH=" + modules}, xdsServer, host, node)
+func nodeClient(nodeBin, modules string) func(t *testing.T, bootstrap []byte, host string) xdsClient {
+	return func(t *testing.T, bootstrap []byte, host string) xdsClient {
+		return startProcClient(t, "grpc-js", []string{nodeBin, "testdata/xdsclients/client.js"}, []string{"NODE_PATH=" + modules}, bootstrap, host)
 	}
 }
 

@@ -35,8 +35,9 @@ func (s *Server) WaitForAck(ctx context.Context, host, version string) error {
 	}
 	// Registered before the first check, so no ACK in between is missed.
 	// An unserved host registers under a zero key; the check fails it.
-	key, _ := s.snap.Load().hostKey(host)
-	waiter := s.waiters.add(waiterNames(host, key))
+	snap := s.snap.Load()
+	key, _ := snap.hostKey(host)
+	waiter := s.waiters.add(waiterNames(snap, host))
 	defer s.waiters.remove(waiter)
 	var w ackWait
 	for {
@@ -49,7 +50,7 @@ func (s *Server) WaitForAck(ctx context.Context, host, version string) error {
 			// Another rollout serves the host now: its clusters have other
 			// names. Register under them and check again at once.
 			key = cur
-			s.waiters.rename(waiter, waiterNames(host, key))
+			s.waiters.rename(waiter, waiterNames(s.snap.Load(), host))
 			continue
 		}
 		// Thousands of ACKs arrive within milliseconds of each other:
@@ -101,8 +102,25 @@ func (s *Server) ackStatus(host string, v uint64, w *ackWait) (int, api.Key, err
 	if v > snap.gen {
 		return 0, key, fmt.Errorf("wait for ack: version %d of %s was never published", v, host)
 	}
-	n, err := s.countPending(host, needsOf(snap, host, key, v), w)
+	n, err := s.countPending(host, viewNeeds(snap, host, v), w)
 	return n, key, err
+}
+
+// viewNeeds returns what an interested client of each view must have
+// ACKed for generation v of host: the resources of the part whose routes
+// its view serves (views.go). Not safe for concurrent use.
+func viewNeeds(snap *snapshot, host string, v uint64) func(view string) []need {
+	memo := map[*snapshot][]need{}
+	return func(view string) []need {
+		vs := snap.view(view)
+		if n, ok := memo[vs]; ok {
+			return n
+		}
+		key, _ := vs.hostKey(host)
+		n := needsOf(vs, host, key, v)
+		memo[vs] = n
+		return n
+	}
 }
 
 // needsOf lists what a client interested in host must have ACKed for
@@ -128,7 +146,7 @@ func needsOf(snap *snapshot, host string, key api.Key, v uint64) []need {
 
 // countPending counts the streams that lack one of needs, re-checking only
 // the streams w remembers as pending (and new ones) between full scans.
-func (s *Server) countPending(host string, needs []need, w *ackWait) (int, error) {
+func (s *Server) countPending(host string, needs func(view string) []need, w *ackWait) (int, error) {
 	check := func(st *stream) (bool, error) { return st.ackPending(host, needs) }
 	// A full scan looks at every stream, O(streams) per check: it is
 	// needed only when a stream changed what it subscribes to since the
@@ -183,14 +201,14 @@ func (s *Server) countPending(host string, needs []need, w *ackWait) (int, error
 }
 
 // ackPending reports whether an interested stream still lacks a needed ACK.
-func (st *stream) ackPending(host string, needs []need) (bool, error) {
+func (st *stream) ackPending(host string, needs func(view string) []need) (bool, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	in := st.interestIn(host)
 	if !in.any() {
 		return false, nil
 	}
-	pending, nk, name := st.lacks(host, in, needs)
+	pending, nk, name := st.lacks(host, in, needs(st.view))
 	if nk != nil {
 		return false, fmt.Errorf("client %q (%sstream %d) rejected %s %s: %s: %w", nk.Node, identityNote(nk.Identity), nk.Stream, nk.TypeURL, name, nk.Detail, ErrNack)
 	}

@@ -62,7 +62,7 @@ func (s *Server) ClientsOf(host string, limit int) ([]ClientAck, int) {
 	if ro == nil {
 		return nil, 0
 	}
-	needs := needsOf(snap, host, key, ro.gen)
+	needs := viewNeeds(snap, host, ro.gen)
 	s.mu.RLock()
 	streams := make([]*stream, 0, len(s.streams))
 	for st := range s.streams {
@@ -101,7 +101,7 @@ func compareClients(a, b ClientAck) int {
 }
 
 // clientAck describes the stream as a client of host, when it is one.
-func (st *stream) clientAck(host string, needs []need) (ClientAck, bool) {
+func (st *stream) clientAck(host string, viewNeeds func(view string) []need) (ClientAck, bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	in := st.interestIn(host)
@@ -109,6 +109,7 @@ func (st *stream) clientAck(host string, needs []need) (ClientAck, bool) {
 		return ClientAck{}, false
 	}
 	c := ClientAck{Node: st.node, Cluster: st.cluster, Locality: st.locality, Stream: st.id, Delta: st.delta}
+	needs := viewNeeds(st.view)
 	pending, nk, _ := st.lacks(host, in, needs)
 	c.Current = !pending && nk == nil
 	route := EnvoyName

@@ -217,7 +217,7 @@ func (s *Server) deltaSend(gs grpc.ServerStream, st *stream, t typeIdx) error {
 	if !d.subscribed {
 		return nil
 	}
-	ts := s.snap.Load().types[t]
+	ts := s.snap.Load().view(st.view).types[t]
 	if d.caughtUp && d.synced == ts.gen {
 		return nil
 	}

@@ -102,12 +102,14 @@ func (b *genBuilder) apply(c rolloutChange, layout EnvoyRouteLayout) error {
 		return nil
 	}
 	host := c.ro.traffic.Host
-	if other, dup := b.hosts.Get([]byte(host)); dup {
-		return &ValidationError{Rollout: c.key, Rule: "host", Err: fmt.Errorf("host %q is already served by rollout %s", host, other)}
+	if !c.ro.backOnly {
+		if other, dup := b.hosts.Get([]byte(host)); dup {
+			return &ValidationError{Rollout: c.key, Rule: "host", Err: fmt.Errorf("host %q is already served by rollout %s", host, other)}
+		}
+		b.hosts.Insert([]byte(host), c.key)
 	}
-	b.hosts.Insert([]byte(host), c.key)
 	b.rollouts.Insert(rolloutTreeKey(c.key), c.ro)
-	owned := ownedResources(c.res, layout)
+	owned := ownedResources(c.res, layout, c.ro.backOnly)
 	c.ro.owned = make([]ownedName, 0, len(owned))
 	for _, w := range owned {
 		w.owner = c.key
@@ -148,7 +150,9 @@ func (b *genBuilder) putShared(env envoyConfig) error {
 	// and hosts are unique (apply) and hold no ':' or '*' (checkTraffic).
 	var encoded [][]byte
 	b.rollouts.Root().Walk(func(_ []byte, ro *rolloutState) bool {
-		encoded = append(encoded, ro.vhost)
+		if !ro.backOnly {
+			encoded = append(encoded, ro.vhost)
+		}
 		return false
 	})
 	return b.put(named{t: rds, name: EnvoyName, raw: envoyRouteBytes(encoded)})
@@ -181,14 +185,18 @@ func (b *genBuilder) commit() (*snapshot, bool) {
 
 // ownedResources are one rollout's resources: clusters, endpoints, the
 // gRPC listener and route configuration, and in the scoped Envoy layout
-// its route scope.
-func ownedResources(r *Resources, layout EnvoyRouteLayout) []named {
+// its route scope; with backOnly (a part whose host another part's routes
+// serve in a view) its clusters and endpoints only.
+func ownedResources(r *Resources, layout EnvoyRouteLayout, backOnly bool) []named {
 	out := make([]named, 0, 2*len(r.Clusters)+3)
 	for _, c := range r.Clusters {
 		out = append(out, named{t: cds, name: c.GetName(), msg: c})
 	}
 	for _, e := range r.Endpoints {
 		out = append(out, named{t: eds, name: e.GetClusterName(), msg: e})
+	}
+	if backOnly {
+		return out
 	}
 	out = append(out, named{t: lds, name: r.Listener.GetName(), msg: r.Listener}, named{t: rds, name: r.Route.GetName(), msg: r.Route})
 	if layout != EnvoyRoutesCombined {

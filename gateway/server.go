@@ -256,15 +256,19 @@ func (s *Server) setTraffic(t api.Traffic, validate bool) (string, error) {
 	if old != nil && old.hash == h {
 		return old.version, nil
 	}
-	ro := &rolloutState{traffic: t, hash: h, gen: cur.gen + 1, vhost: vhost}
-	next, changed, err := cur.next([]rolloutChange{{t.Rollout, ro, res}}, s.env)
+	ro := &rolloutState{traffic: t, hash: h, stamp: &stamp{gen: cur.gen + 1}, vhost: vhost}
+	if t.Rollout.Cluster() != "" {
+		ro.res = res // a part: published again when its host's routes move (views.go)
+	}
+	next, changed, err := cur.publish([]rolloutChange{{t.Rollout, ro, res}}, s.env)
 	if err != nil {
 		return "", err
 	}
 	if !changed && old != nil {
 		// Same resources (only labels such as versions differ): the
 		// clients already have it.
-		next.gen, ro.gen = cur.gen, old.gen
+		next.setGen(cur.gen)
+		ro.gen = old.gen
 	}
 	ro.version = fmt.Sprintf("%d-%s", ro.gen, h)
 	s.snap.Store(next)
@@ -286,7 +290,7 @@ func (s *Server) Remove(key api.Key) error {
 	if cur.rollout(key) == nil {
 		return nil
 	}
-	next, _, err := cur.next([]rolloutChange{{key, nil, nil}}, s.env)
+	next, _, err := cur.publish([]rolloutChange{{key, nil, nil}}, s.env)
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", key, err)
 	}

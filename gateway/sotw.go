@@ -137,7 +137,9 @@ func (s *Server) releaseKey(t typeIdx, key string) {
 		return
 	}
 	delete(s.keyRefs[t], key)
-	s.snap.Load().types[t].responses.Delete(key)
+	for _, v := range s.snap.Load().withViews() {
+		v.types[t].responses.Delete(key)
+	}
 }
 
 // cachedResponses counts the cached responses of the current generation,
@@ -394,7 +396,7 @@ func (s *Server) sotwSend(gs grpc.ServerStream, st *stream, t typeIdx) error {
 	if !w.subscribed || (!w.wildcard && len(w.names) == 0 && w.lastSent == nil) {
 		return nil
 	}
-	ts := s.snap.Load().types[t]
+	ts := s.snap.Load().view(st.view).types[t]
 	r := ts.response(s, w.key, w.wildcard, w.names)
 	if w.lastSent != nil && (w.lastSent == r || w.lastSent.sameContent(r)) {
 		return nil

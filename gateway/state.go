@@ -128,11 +128,24 @@ type rolloutState struct {
 	// later. The Resources themselves are not kept: at 10,000 rollouts
 	// their protos would hold about as much memory as everything else
 	// served (90 MB), and the encoded resources are what is sent.
-	owned   []ownedName
+	owned []ownedName
+	*stamp
+	hash  string // hash of traffic
+	vhost []byte // the virtual host, encoded, for the combined route (nil in the scoped layout)
+	// res are a part's resources (a rollout across clusters, views.go),
+	// kept to publish it again when another part takes over its host's
+	// routes in a view; nil for other rollouts.
+	res *Resources
+	// backOnly: in this view the part publishes its clusters and
+	// endpoints only, another part's routes serve its host.
+	backOnly bool
+}
+
+// stamp is the version of a rollout's traffic. The copies of a part's
+// state in every view share it.
+type stamp struct {
 	version string // returned by SetTraffic, taken by WaitForAck
 	gen     uint64 // generation of version
-	hash    string // hash of traffic
-	vhost   []byte // the virtual host, encoded, for the combined route (nil in the scoped layout)
 }
 
 // snapshot is one immutable generation of everything served.
@@ -141,6 +154,9 @@ type snapshot struct {
 	rollouts *iradix.Tree[*rolloutState] // by rolloutTreeKey
 	hosts    *iradix.Tree[api.Key]       // by host
 	types    [numTypes]*typeSet
+	// views are what the clients of each cluster get, at the same
+	// generation (views.go); set on the default snapshot only.
+	views map[string]*snapshot
 }
 
 func emptySnapshot() *snapshot {

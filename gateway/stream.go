@@ -33,6 +33,10 @@ type stream struct {
 	// cluster and locality are what the first request's node says of
 	// itself (ClientsOf shows them), capped like a NACK detail.
 	cluster, locality string
+	// view is the cluster whose routes the client gets (views.go), from
+	// its node's locality; written once, by identify on the stream's
+	// handler goroutine before its first send.
+	view string
 	// identified is set by the first request, which carries the node.
 	identified bool
 	// nameBytes are the bytes of the names subscribed per type, counted
@@ -131,7 +135,7 @@ func (s *Server) identify(st *stream, n *corev3.Node) error {
 			"node id %q does not match the client certificate's identity %q: it must be the identity, or the identity followed by \"/\" and a suffix", node, st.identity)
 	}
 	st.identified, st.node = true, node
-	st.cluster, st.locality = capName(n.GetCluster()), capName(localityOf(n.GetLocality()))
+	st.cluster, st.locality, st.view = capName(n.GetCluster()), capName(localityOf(n.GetLocality())), viewOf(n)
 	return nil
 }
 

@@ -43,7 +43,7 @@ func Translate(t api.Traffic) (*Resources, error) {
 	res := &Resources{Rollout: t.Rollout, Host: t.Host}
 	for _, s := range sides(t) {
 		name := ClusterName(t.Rollout, s.side)
-		cla, err := loadAssignment(name, s.eps, t.EndpointZones)
+		cla, err := loadAssignment(name, s.eps, t.EndpointZones, placeOf(t))
 		if err != nil {
 			return nil, &ValidationError{Rollout: t.Rollout, Resource: name, Rule: "endpoints", Err: err}
 		}
@@ -295,12 +295,19 @@ func toCluster(name string) *routev3.Route_Route {
 // them in standalone mode): gRPC rejects a locality without an ID.
 const defaultLocality = "sluice"
 
+// place is where a rollout's endpoints run beyond their zones: for a
+// part of a rollout across clusters, its cluster's region and name (EDS
+// locality region/zone/cluster); empty otherwise.
+type place struct{ region, cluster string }
+
+func placeOf(t api.Traffic) place { return place{region: t.Region, cluster: t.Rollout.Cluster()} }
+
 // loadAssignment groups one side's endpoints by zone into localities
 // (sorted, so the same input gives the same resource). Each locality's
 // weight is its endpoint count, so that a client spreading load over
 // localities by weight (gRPC's xds_wrr_locality) still gives every
 // endpoint the same share; gRPC ignores localities without a weight.
-func loadAssignment(cluster string, addrs []string, zones map[string]string) (*endpointv3.ClusterLoadAssignment, error) {
+func loadAssignment(cluster string, addrs []string, zones map[string]string, at place) (*endpointv3.ClusterLoadAssignment, error) {
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: cluster}
 	byZone := map[string][]*endpointv3.LbEndpoint{}
 	seen := map[string]bool{}
@@ -328,7 +335,7 @@ func loadAssignment(cluster string, addrs []string, zones map[string]string) (*e
 	for _, zone := range sortedKeys(byZone) {
 		eps := byZone[zone]
 		cla.Endpoints = append(cla.Endpoints, &endpointv3.LocalityLbEndpoints{
-			Locality:            &corev3.Locality{Zone: zone},
+			Locality:            &corev3.Locality{Region: at.region, Zone: zone, SubZone: at.cluster},
 			LoadBalancingWeight: wrapperspb.UInt32(uint32(len(eps))),
 			LbEndpoints:         eps,
 		})

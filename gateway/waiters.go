@@ -5,7 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/sluice-dev/sluice/api"
+	"slices"
 )
 
 // ackWaiter is one WaitForAck call: its wake-up channel and the resource
@@ -31,12 +31,18 @@ type waiterIndex struct {
 }
 
 // waiterNames are the names under which a WaitForAck on host (served by
-// rollout key) is registered: every name its needs can have (see
+// one rollout, or by one part of it per view) is registered: every name its needs can have (see
 // Server.ackStatus). The shared sluice-http names make an ACK of the
 // Envoy listener, or of the combined route, wake every waiter, as it
 // should: those resources concern every host.
-func waiterNames(host string, key api.Key) []string {
-	return []string{host, EnvoyName, ClusterName(key, Stable), ClusterName(key, Canary), ClusterName(key, Baseline)}
+func waiterNames(snap *snapshot, host string) []string {
+	names := []string{host, EnvoyName}
+	for _, vs := range snap.withViews() { // the part each view serves host from
+		if key, ok := vs.hostKey(host); ok && !slices.Contains(names, ClusterName(key, Stable)) {
+			names = append(names, ClusterName(key, Stable), ClusterName(key, Canary), ClusterName(key, Baseline))
+		}
+	}
+	return names
 }
 
 // add registers a waiter under names; remove must follow.

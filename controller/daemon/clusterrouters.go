@@ -30,8 +30,10 @@ import (
 // routes) are then those of a single-cluster rollout.
 
 // clusterRouters are one cluster's routers, in the order a write goes
-// through them: the Services first (a blue-green flip must find the
-// active Service on the version it sends traffic to), then the routes.
+// through them: the Services first (a blue-green route's weight flip must
+// find the active Service on the version it sends the traffic to; on an
+// abort, back on the old one before the route leaves the preview
+// Service), then the routes.
 type clusterRouters struct {
 	services *kubeservice.Router
 	gateway  *gatewayapi.Router

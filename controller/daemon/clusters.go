@@ -173,6 +173,37 @@ func (c clusterWorkloads) Status(key api.Key) []workload.ReplicaSetStatus {
 	return m.Status(own)
 }
 
+// ResolveTraffic fills t's endpoints from the Ready pods of its cluster;
+// a part's traffic also carries its cluster's region, for the EDS
+// locality region/zone/cluster. A part whose cluster is not connected
+// keeps t as it is: without stable endpoints the gateway refuses it and
+// the part holds.
+func (c clusterWorkloads) ResolveTraffic(t api.Traffic) api.Traffic {
+	m, own, err := c.route(t.Rollout)
+	if err != nil {
+		return t
+	}
+	key := t.Rollout
+	t.Rollout = own
+	t = m.ResolveTraffic(t)
+	t.Rollout = key
+	if cluster := key.Cluster(); cluster != "" {
+		t.Region = c.k.labelsOf(cluster)[global.RegionLabel]
+	}
+	return t
+}
+
+// labelsOf are a cluster's labels.
+func (k *kubeParts) labelsOf(cluster string) map[string]string {
+	if cluster == k.homeName {
+		return k.homeLabels
+	}
+	if r, ok := k.remotes[cluster]; ok {
+		return r.labels
+	}
+	return nil
+}
+
 // Recall reads back what the rollout's cluster holds of it.
 func (c clusterWorkloads) Recall(ctx context.Context, key api.Key) (workload.Found, error) {
 	m, own, err := c.route(key)
@@ -193,10 +224,10 @@ func (r *remoteCluster) notConnected() string {
 
 // connect builds and starts the cluster's actuator (and binder), retrying
 // until it succeeds or ctx ends; its parts hold meanwhile.
-func (r *remoteCluster) connect(ctx context.Context, o Options, report func(key api.Key, ev rollout.PodsReady), log *slog.Logger) {
+func (r *remoteCluster) connect(ctx context.Context, o Options, k *kubeParts, log *slog.Logger) {
 	log = log.With("cluster", r.name)
 	for {
-		err := r.start(ctx, o, report, log)
+		err := r.start(ctx, o, k, log)
 		if err == nil || ctx.Err() != nil {
 			return
 		}
@@ -212,7 +243,10 @@ func (r *remoteCluster) connect(ctx context.Context, o Options, report func(key 
 	}
 }
 
-func (r *remoteCluster) start(ctx context.Context, o Options, report func(key api.Key, ev rollout.PodsReady), log *slog.Logger) error {
+// start connects the cluster's actuator, whose news about a rollout is
+// news about its part in the cluster: Ready pods go to the part's
+// program, endpoints to the part's traffic.
+func (r *remoteCluster) start(ctx context.Context, o Options, k *kubeParts, log *slog.Logger) error {
 	client, err := kubernetes.NewForConfig(r.config)
 	if err != nil {
 		return err
@@ -221,7 +255,8 @@ func (r *remoteCluster) start(ctx context.Context, o Options, report func(key ap
 	// collectors would be refused.
 	m, err := workload.New(workload.Options{Client: client, SchedulePods: o.SchedulePods, Namespaces: o.WatchNamespaces,
 		Logger: log, SyncTimeout: remoteSyncTimeout,
-		OnReady: func(key api.Key, ev rollout.PodsReady) { report(key.InCluster(r.name), ev) }})
+		OnReady:     func(key api.Key, ev rollout.PodsReady) { k.podsReady(key.InCluster(r.name), ev) },
+		OnEndpoints: func(key api.Key) { k.traffic.EndpointsChanged(key.InCluster(r.name)) }})
 	if err != nil {
 		return err
 	}
@@ -255,7 +290,7 @@ func (r *remoteCluster) start(ctx context.Context, o Options, report func(key ap
 // background.
 func (k *kubeParts) connectRemotes(ctx context.Context, o Options, log *slog.Logger) {
 	for _, r := range k.remotes {
-		go r.connect(ctx, o, k.podsReady, log)
+		go r.connect(ctx, o, k, log)
 	}
 }
 

@@ -35,7 +35,7 @@ func (d *Daemon) refuseHostIntruders(commit string, set *api.Set, events []runne
 				claimed[host] = ke.Key
 			}
 		}
-		if !held || owner == ke.Key {
+		if !held || owner.Parent() == ke.Key.Parent() { // the parts of a rollout across clusters share its host
 			continue
 		}
 		d.log.Error("rollout refused: its host is owned by another rollout", "rollout", ke.Key.String(), "host", host, "owner", owner.String())

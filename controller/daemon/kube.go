@@ -101,11 +101,11 @@ func newKubeParts(o Options, next runner.Traffic, reg *prometheus.Registry, log 
 	if k.workloads, err = workload.New(workload.Options{
 		Client: client, SchedulePods: o.SchedulePods, Namespaces: o.WatchNamespaces, Logger: log, Registry: reg,
 		OnReady:     k.podsReady,
-		OnEndpoints: func(key api.Key) { k.traffic.EndpointsChanged(key) },
+		OnEndpoints: k.homeEndpointsChanged,
 	}); err != nil {
 		return nil, fmt.Errorf("workloads: %w", err)
 	}
-	k.traffic = NewClusterTraffic(next, k.workloads, log)
+	k.traffic = NewClusterTraffic(next, clusterWorkloads{k}, log)
 	if k.refs, err = workloadref.New(workloadref.Options{Client: client, Namespaces: o.WatchNamespaces, Logger: log,
 		OnTemplateChange: k.signalRefChange}); err != nil {
 		return nil, err
@@ -143,6 +143,14 @@ func (k *kubeParts) podsReady(key api.Key, ev rollout.PodsReady) {
 		r.Submit(key, ev)
 		k.refScaler.observe(key)
 	}
+}
+
+// homeEndpointsChanged republishes the traffic of a rollout whose
+// endpoints changed in the home cluster, whose actuator knows a
+// multi-cluster rollout's home part ("name@home") by the rollout's key.
+func (k *kubeParts) homeEndpointsChanged(key api.Key) {
+	k.traffic.EndpointsChanged(key)
+	k.traffic.EndpointsChanged(key.InCluster(k.homeName))
 }
 
 func (k *kubeParts) known(r *runner.Runner, key api.Key) bool {

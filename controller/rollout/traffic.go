@@ -25,6 +25,9 @@ func (s State) Traffic() api.Traffic {
 	s.baselineTraffic(&t)
 	if s.Spec != nil {
 		t.Routing = s.Spec.Routing.Clone()
+		// The last wave's part serves the clients of no cluster of the
+		// rollout: it is the last to change (gateway/views.go).
+		t.DefaultRoutes = s.Spec.Wave != nil && s.Spec.Wave.Wave == s.Spec.Wave.Waves
 	}
 	if s.Spec == nil || s.Spec.XDS == nil {
 		return t

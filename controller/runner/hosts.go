@@ -106,7 +106,7 @@ func (r *Runner) hostRefusal(t api.Traffic) error {
 		return nil
 	}
 	owner, ok := r.HostOwner(t.Host)
-	if !ok || owner == t.Rollout {
+	if !ok || owner.Parent() == t.Rollout.Parent() { // the parts of a rollout across clusters share its host
 		return nil
 	}
 	return &HostOwnedError{Host: t.Host, Owner: owner}

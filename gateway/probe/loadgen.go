@@ -153,6 +153,17 @@ func NewLoadGen(opts LoadOptions) (*LoadGen, error) {
 // insecureCreds are plaintext channel credentials to the xDS server.
 const insecureCreds = `{"type": "insecure"}`
 
+// BootstrapIn is the gRPC xDS bootstrap JSON of one client node that
+// says it runs in cluster (its locality's sub_zone, which picks the
+// cluster's routes of a rollout across clusters) of region, in plaintext
+// to the xDS server.
+func BootstrapIn(xdsServer, node, region, cluster string) []byte {
+	return fmt.Appendf(nil, `{
+  "xds_servers": [{"server_uri": %q, "channel_creds": [%s], "server_features": ["xds_v3"]}],
+  "node": {"id": %q, "locality": {"region": %q, "zone": "probe", "sub_zone": %q}}
+}`, xdsServer, insecureCreds, node, region, cluster)
+}
+
 // Bootstrap is the gRPC xDS bootstrap JSON of one client node, in
 // plaintext to the xDS server.
 func Bootstrap(xdsServer, node string) []byte {

@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/controller/httpapi"
+	"github.com/sluice-dev/sluice/controller/rollout"
+	"github.com/sluice-dev/sluice/gateway/probe"
+)
+
+// multiClusterXDSRollout is a canary across the fleet, one cluster a
+// wave, whose traffic moves through sluice's xDS at host mx.e2e; each
+// wave pauses at 50 % until promoted, and a failed wave holds the others.
+func multiClusterXDSRollout(ns, version string) string {
+	return fmt.Sprintf(`apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata:
+  name: mx
+  namespace: %[1]s
+  annotations:
+    sluice.io/clusters: "region in (eu,us)"
+    sluice.io/waves: "1,2,100%%"
+    sluice.io/on-wave-failure: hold
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: mx}}
+  template:
+    metadata: {labels: {app: mx}}
+    spec:
+      containers: [{name: app, image: %[2]q, ports: [{containerPort: %[3]d}]}]
+  strategy:
+    canary:
+      scaleDownDelaySeconds: 2
+      steps:
+      - setWeight: 50
+      - pause: {}
+      trafficRouting:
+        plugins:
+          sluice.io/xds: {host: mx.e2e}
+`, ns, version, kubePort)
+}
+
+// clusterClient is one real xDS client that says it runs in a cluster.
+type clusterClient struct {
+	cluster string // "" for a client of no cluster
+	impl    string
+	c       xdsClient
+}
+
+// TestKubeMultiClusterXDS moves one rollout's traffic across three real
+// control planes in waves, observed by real xDS clients of three
+// implementations, each saying by its node locality which cluster it runs
+// in (grpc-go in eu-1, gRPC C-core in us-1, grpc-js in eu-2, and a grpc-go
+// client of no cluster). Every pod's backend answers with its version and
+// its cluster, so a call tells which cluster's pod answered:
+//   - every client reaches only its own cluster's pods (the client of no
+//     cluster follows the last wave's cluster, eu-2);
+//   - a wave's weight applies to its cluster's clients only: while eu-1's
+//     part is at 50 %, eu-1's client splits v1/v2 and the others see v1;
+//   - then us-1, then eu-2, each once the one before is promoted;
+//   - no call fails.
+func TestKubeMultiClusterXDS(t *testing.T) {
+	f := startFleet(t)
+	for name, c := range f.clusters {
+		startTaggedPodBackends(t, c, f.ns, name)
+	}
+	repo := newGitRepo(t)
+	repo.push("v1", map[string]string{"rollouts/mx.yaml": multiClusterXDSRollout(f.ns, v1)})
+	d := startDaemon(t, repo, f.flags...)
+	for _, c := range []string{"eu-1", "eu-2", "us-1"} {
+		d.waitStatus(f.ns+"/mx@"+c, 90*time.Second, "stable v1", func(s httpapi.RolloutStatus) bool {
+			return s.Phase == rollout.PhaseHealthy && s.StableVersion == v1
+		})
+	}
+
+	impls := clientImpls(t) // grpc-go, Debian's C-core, ..., grpc-js
+	goImpl, coreImpl, jsImpl := impls[0], impls[1], impls[len(impls)-1]
+	region := map[string]string{"eu-1": "eu", "eu-2": "eu", "us-1": "us"}
+	var clients []clusterClient
+	for _, cc := range []struct {
+		cluster string
+		impl    clientImpl
+	}{{"eu-1", goImpl}, {"us-1", coreImpl}, {"eu-2", jsImpl}, {"", goImpl}} {
+		node := fmt.Sprintf("%s-in-%s", cc.impl.name, cc.cluster)
+		boot := probe.BootstrapIn(d.xdsAddr, node, region[cc.cluster], cc.cluster)
+		clients = append(clients, clusterClient{cluster: cc.cluster, impl: cc.impl.name, c: cc.impl.start(t, boot, "mx.e2e")})
+	}
+	// expect checks what every client observes: canaryIn is the cluster
+	// whose part is at 50 %, done the clusters already on v2. A client
+	// may apply an ACKed route a moment after its ACK (C-core polls an
+	// idle channel), so a split that is not there yet is asked again, a
+	// few times; a failed call or another cluster's pod fails at once.
+	expect := func(when, canaryIn string, done ...string) {
+		t.Helper()
+		for _, cl := range clients {
+			home := cl.cluster
+			if home == "" {
+				home = "eu-2" // the last wave's part serves clients of no cluster
+			}
+			var split string
+			for attempt := 0; attempt < 5; attempt++ {
+				o := cl.c.call(t, 200, nil)
+				who := fmt.Sprintf("%s, %s client in %q: %v", when, cl.impl, cl.cluster, o)
+				if o.failed() > 0 {
+					t.Errorf("%s: failed calls", who)
+				}
+				for version := range o.Versions {
+					if !strings.HasSuffix(version, "@"+home) {
+						t.Errorf("%s: answered by another cluster's pod (%s)", who, version)
+					}
+				}
+				if split = wrongSplit(o, home, canaryIn, done); split == "" {
+					break
+				}
+				split = who + ": " + split
+				time.Sleep(time.Second)
+			}
+			if split != "" {
+				t.Error(split)
+			}
+		}
+	}
+	expect("v1 everywhere", "")
+
+	repo.push("v2", map[string]string{"rollouts/mx.yaml": multiClusterXDSRollout(f.ns, v2)})
+	var done []string
+	for _, wave := range []string{"eu-1", "us-1", "eu-2"} {
+		d.waitStatus(f.ns+"/mx@"+wave, 90*time.Second, wave+" paused at 50 %", func(s httpapi.RolloutStatus) bool {
+			return s.CanaryVersion == v2 && s.Phase == rollout.PhasePaused && s.Weights.Canary == 50
+		})
+		expect("wave "+wave+" at 50 %", wave, done...)
+		d.cli("promote", f.ns+"/mx@"+wave)
+		d.waitStatus(f.ns+"/mx@"+wave, 90*time.Second, wave+" promoted", func(s httpapi.RolloutStatus) bool {
+			return s.Phase == rollout.PhaseHealthy && s.StableVersion == v2
+		})
+		done = append(done, wave)
+	}
+	expect("every wave passed", "", done...)
+}
+
+// wrongSplit says how o differs from what a client of cluster home
+// should observe ("" when it does not).
+func wrongSplit(o observed, home, canaryIn string, done []string) string {
+	switch {
+	case home == canaryIn:
+		if got := o.share(v2 + "@" + home); math.Abs(got-0.5) > 0.12 {
+			return fmt.Sprintf("%.2f on v2, want 0.5 (its part at 50 %%)", got)
+		}
+	case slices.Contains(done, home):
+		if got := o.share(v2 + "@" + home); got != 1 {
+			return fmt.Sprintf("%.2f on v2, want all (its wave passed)", got)
+		}
+	default:
+		if got := o.share(v1 + "@" + home); got != 1 {
+			return fmt.Sprintf("%.2f on v1, want all (its wave has not started)", got)
+		}
+	}
+	return ""
+}

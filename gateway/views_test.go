@@ -1,0 +1,105 @@
+package gateway
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/api"
+	"google.golang.org/grpc"
+)
+
+// bootstrapIn is a gRPC xDS bootstrap of a client that says it runs in
+// cluster ("" for a client that names no cluster).
+func bootstrapIn(server, node, region, cluster string) []byte {
+	return fmt.Appendf(nil, `{
+  "xds_servers": [{"server_uri": %q, "channel_creds": [{"type":"insecure"}], "server_features": ["xds_v3"]}],
+  "node": {"id": %q, "locality": {"region": %q, "zone": "z", "sub_zone": %q}}
+}`, server, node, region, cluster)
+}
+
+// TestViewsPerCluster: the parts of one rollout across clusters serve one
+// host; real grpc-go clients reach the pods of their own cluster with
+// their own part's weights, a client of no cluster follows the part marked
+// DefaultRoutes, and removing a part moves its clients to the default.
+func TestViewsPerCluster(t *testing.T) {
+	srv := startServer(t, "127.0.0.1:0", nil)
+	web := api.Key{Namespace: "shop", Name: "web"}
+	part := func(cluster, region string, canary int32, def bool) api.Traffic {
+		return api.Traffic{
+			Rollout: web.InCluster(cluster), Host: "web.shop", StableVersion: "v1", CanaryVersion: "v2",
+			StableEndpoints: []string{startBackend(t, "v1@"+cluster)},
+			CanaryEndpoints: []string{startBackend(t, "v2@"+cluster)},
+			Weights:         api.CanaryWeights(canary), Region: region, DefaultRoutes: def,
+		}
+	}
+	eu, us := part("eu-1", "eu", 100, false), part("us-1", "us", 0, true)
+	publish := func(tr api.Traffic) {
+		t.Helper()
+		v, err := srv.SetTraffic(tr)
+		if err != nil {
+			t.Fatalf("SetTraffic %s: %v", tr.Rollout, err)
+		}
+		waitAck(t, srv.Server, tr.Host, v)
+	}
+	publish(eu)
+	publish(us)
+
+	inEU := dialXDS(t, bootstrapIn(srv.addr, "a", "eu", "eu-1"), "web.shop")
+	inUS := dialXDS(t, bootstrapIn(srv.addr, "b", "us", "us-1"), "web.shop")
+	nowhere := dialXDS(t, bootstrapIn(srv.addr, "c", "", ""), "web.shop")
+	want := func(cc *grpc.ClientConn, who, version string) {
+		t.Helper()
+		if got := count(t, cc, 20); got[version] != 20 {
+			t.Errorf("%s: answers %v, want all 20 from %s", who, got, version)
+		}
+	}
+	want(inEU, "client in eu-1 (its part at 100 % canary)", "v2@eu-1")
+	want(inUS, "client in us-1 (its part at 0 %)", "v1@us-1")
+	want(nowhere, "client of no cluster (the default part, us-1)", "v1@us-1")
+
+	us.Weights = api.CanaryWeights(100)
+	publish(us) // returns once the us-1 client and the default one ACKed
+	want(inUS, "client in us-1 after its part moved", "v2@us-1")
+	want(nowhere, "client of no cluster after the default part moved", "v2@us-1")
+	want(inEU, "client in eu-1 after the us-1 part moved", "v2@eu-1")
+
+	eu.Weights = api.CanaryWeights(0)
+	publish(eu)
+	want(inEU, "client in eu-1 after its part went back", "v1@eu-1")
+	want(inUS, "client in us-1 after the eu-1 part went back", "v2@us-1")
+
+	if err := srv.Remove(us.Rollout); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the us-1 client on the eu-1 part", func() bool { return allOn(inUS, "v1@eu-1") })
+	eventually(t, 10*time.Second, "the client of no cluster on the eu-1 part", func() bool { return allOn(nowhere, "v1@eu-1") })
+}
+
+// TestViewsEndpointLocality: a part's endpoints carry the locality
+// region/zone/cluster, and every view's resources pass the protos'
+// validation.
+func TestViewsEndpointLocality(t *testing.T) {
+	tr := api.Traffic{
+		Rollout: api.Key{Namespace: "shop", Name: "web@eu-2"}, Host: "web.shop", StableVersion: "v1", CanaryVersion: "v1",
+		StableEndpoints: []string{"10.0.0.1:80", "10.0.0.2:80"}, EndpointZones: map[string]string{"10.0.0.1:80": "eu-2a"},
+		Weights: api.CanaryWeights(0), Region: "eu",
+	}
+	res, err := Translate(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Validate(res); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range res.Endpoints[0].GetEndpoints() {
+		got = append(got, localityOf(l.GetLocality()))
+	}
+	if fmt.Sprint(got) != "[eu/eu-2a/eu-2 eu/sluice/eu-2]" {
+		t.Errorf("localities %v, want [eu/eu-2a/eu-2 eu/sluice/eu-2]", got)
+	}
+	if res.Endpoints[0].GetClusterName() != "shop/web@eu-2/stable" {
+		t.Errorf("cluster %q, want shop/web@eu-2/stable", res.Endpoints[0].GetClusterName())
+	}
+}
