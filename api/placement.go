@@ -76,31 +76,22 @@ func (c *checker) placement(ro *v1alpha1.Rollout) *Placement {
 
 // placementLimits refuses what a rollout across clusters cannot do yet,
 // each at its own field: it runs in Kubernetes mode only, as a canary that
-// moves traffic by replica counts or through sluice's xDS (each cluster's
-// clients get their own cluster's part, gateway/views.go), on its own pod
-// template.
+// moves traffic by replica counts, through sluice's xDS (each cluster's
+// clients get their own cluster's part, gateway/views.go) or through each
+// cluster's own routers (Gateway API, Istio: the daemon writes each part's
+// routes in its own cluster), on its own pod template.
 func (c *checker) placementLimits(ro *v1alpha1.Rollout) {
 	if c.mode != ModeKubernetes {
 		c.errorf(annotationPath(ClustersAnnotation), "a rollout across clusters runs in Kubernetes mode only (sluice run --kubernetes, sluice validate --kubernetes)")
 		return
 	}
-	const notYet = "not supported with %s yet: a rollout across clusters is a canary that shifts traffic by replica counts in each cluster"
+	const notYet = "not supported with %s yet: a rollout across clusters is a canary"
 	if ro.Spec.Strategy.BlueGreen != nil {
 		c.errorf("spec.strategy.blueGreen", notYet, ClustersAnnotation)
-	}
-	if cn := ro.Spec.Strategy.Canary; cn != nil && cn.TrafficRouting != nil && clusterRouted(cn.TrafficRouting) {
-		c.errorf(routingPath, notYet+" (route through plugins[%s] only)", ClustersAnnotation, XDSPluginName)
 	}
 	if ro.Spec.WorkloadRef != nil {
 		c.errorf("spec.workloadRef", notYet+" from spec.template", ClustersAnnotation)
 	}
-}
-
-// clusterRouted reports whether tr names a cluster router (Gateway API,
-// Istio), which do not act per cluster yet.
-func clusterRouted(tr *v1alpha1.RolloutTrafficRouting) bool {
-	_, gateway := tr.Plugins[GatewayAPIPluginName]
-	return gateway || tr.Istio != nil
 }
 
 func annotationPath(name string) string { return "metadata.annotations[" + name + "]" }

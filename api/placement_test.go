@@ -81,8 +81,34 @@ func TestPlacementLimits(t *testing.T) {
 	if len(standalone) != 1 || !strings.Contains(standalone[0].String(), "r.yaml:6: metadata.annotations[sluice.io/clusters]: a rollout across clusters runs in Kubernetes mode only") {
 		t.Errorf("standalone: %s", diagnosticText(standalone))
 	}
-	load := func(routing string) Diagnostics {
-		return NewLoader(Limits{}).ForKubernetes().Load([]Source{{Name: "r.yaml", Data: []byte(`apiVersion: argoproj.io/v1alpha1
+}
+
+// TestPlacementRouting: every router may move a rollout's traffic across
+// clusters: sluice's xDS (each cluster's clients get their own part), and
+// the cluster routers, which act in each part's own cluster.
+func TestPlacementRouting(t *testing.T) {
+	for name, routing := range map[string]string{
+		"xds":        "{plugins: {sluice.io/xds: {host: web.internal}}}",
+		"gatewayAPI": "{plugins: {argoproj-labs/gatewayAPI: {httpRoute: web}}}",
+		"istio":      "{istio: {virtualService: {name: web, routes: [primary]}}}",
+	} {
+		t.Run(name, func(t *testing.T) {
+			set := routedPlacement(t, routing)
+			if errs := set.Diagnostics.Errors(); len(errs) != 0 {
+				t.Fatalf("want no errors, got:\n%s", diagnosticText(errs))
+			}
+			if r := set.Rollouts[0]; r.Placement == nil || (name != "xds" && r.Routing == nil) {
+				t.Errorf("placement %+v, routing %+v: want both", r.Placement, r.Routing)
+			}
+		})
+	}
+}
+
+// routedPlacement loads, in Kubernetes mode, a rollout across clusters
+// whose canary has the trafficRouting block routing (YAML flow style).
+func routedPlacement(t *testing.T, routing string) *Set {
+	t.Helper()
+	return NewLoader(Limits{}).ForKubernetes().Load([]Source{{Name: "r.yaml", Data: []byte(`apiVersion: argoproj.io/v1alpha1
 kind: Rollout
 metadata:
   name: web
@@ -92,15 +118,9 @@ spec:
   template: {metadata: {labels: {app: web}}, spec: {containers: [{name: app, image: "shop/web:1"}]}}
   strategy:
     canary:
+      canaryService: web-canary
+      stableService: web-stable
       trafficRouting: ` + routing + `
       steps: [{setWeight: 10}]
-`)}}).Diagnostics.Errors()
-	}
-	if errs := load(`{plugins: {sluice.io/xds: {host: web.internal}}}`); len(errs) != 0 {
-		t.Errorf("xDS routing across clusters: %s", diagnosticText(errs))
-	}
-	routed := load(`{istio: {virtualService: {name: web}}}`)
-	if len(routed) != 1 || !strings.Contains(routed[0].String(), "r.yaml:11: spec.strategy.canary.trafficRouting: not supported with sluice.io/clusters yet") {
-		t.Errorf("istio routing: %s", diagnosticText(routed))
-	}
+`)}})
 }

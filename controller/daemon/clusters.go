@@ -50,6 +50,9 @@ type remoteCluster struct {
 
 	ready  atomic.Pointer[workload.Manager]
 	binder atomic.Pointer[kube.Binder]
+	// routes write its parts' routes (clusterrouters.go); connected
+	// before ready.
+	routes awaitedRoutes
 	// onConnect re-applies the commit in force: the parts held back
 	// while the cluster was not connected are created then.
 	onConnect func()
@@ -271,6 +274,9 @@ func (r *remoteCluster) start(ctx context.Context, o Options, k *kubeParts, log 
 				log.Error("pod binder stopped", "err", err)
 			}
 		}()
+	}
+	if err := r.startRouters(ctx, client, o.AckTimeout, log); err != nil {
+		return err
 	}
 	r.ready.Store(m)
 	log.Info("cluster connected")

@@ -2,14 +2,12 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -20,12 +18,7 @@ import (
 	"github.com/sluice-dev/sluice/controller/runner"
 	"github.com/sluice-dev/sluice/controller/workload"
 	"github.com/sluice-dev/sluice/controller/workloadref"
-	"github.com/sluice-dev/sluice/gateway"
-	"github.com/sluice-dev/sluice/gateway/gatewayapi"
-	"github.com/sluice-dev/sluice/gateway/istio"
-	"github.com/sluice-dev/sluice/gateway/kubeservice"
 	"github.com/sluice-dev/sluice/scheduler/kube"
-	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 )
 
 // kubeParts are what Kubernetes mode adds to the daemon: the workload
@@ -39,10 +32,10 @@ type kubeParts struct {
 	binder    *kube.Binder // nil with --schedule-pods=false
 	traffic   *ClusterTraffic
 	// routed is the runner's traffic: traffic (xDS) and the cluster
-	// routers together.
+	// routers together; routers are the home cluster's (a remote
+	// cluster's are its remoteCluster's, clusterrouters.go).
 	routed  *routedTraffic
-	gateway *gatewayapi.Router
-	mesh    *istio.Router
+	routers *clusterRouters
 	// runner receives PodsReady for the rollouts it knows. Reports from
 	// before it has loaded them are dropped: every restored rollout scales
 	// when the runner starts, and so asks for a fresh report of every set.
@@ -118,27 +111,10 @@ func newKubeParts(o Options, next runner.Traffic, reg *prometheus.Registry, log 
 		return nil, err
 	}
 	k.refScaler = newRefScaler(k.refs, k.workloads, k.runner.Load, log)
-	gw, err := gwclient.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("gateway api client: %w", err)
-	}
-	if k.gateway, err = gatewayapi.New(gatewayapi.Options{Client: gw, Events: client, Logger: log}); err != nil {
+	if k.routers, err = newClusterRouters(cfg, client, o.IstioXDSAddr, log); err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("dynamic client: %w", err)
-	}
-	// The router logs each drift and records a SluiceReapplied Event on
-	// the object, as the Gateway API router does.
-	if k.mesh, err = istio.New(istio.RouterOptions{Client: dyn, Events: client, Logger: log, IstiodXDS: o.IstioXDSAddr}); err != nil {
-		return nil, err
-	}
-	// The Services first: a blue-green route's weight flip must find the
-	// active Service on the version it sends the traffic to (on an abort,
-	// back on the old one before the route leaves the preview Service).
-	services := kubeservice.New(client, log)
-	k.routed = &routedTraffic{xds: k.traffic, routers: []gateway.ClusterRouter{services, k.gateway, k.mesh}, applyTimeout: o.AckTimeout, log: log}
+	k.routed = &routedTraffic{xds: k.traffic, routers: k.partRouters(), applyTimeout: o.AckTimeout, log: log}
 	if o.SchedulePods {
 		if k.binder, err = kube.New(kube.Options{Client: client, SchedulerName: workload.SchedulerName, Namespaces: o.WatchNamespaces, Metrics: reg, Logger: log}); err != nil {
 			return nil, fmt.Errorf("pod binder: %w", err)
@@ -182,12 +158,11 @@ func (k *kubeParts) known(r *runner.Runner, key api.Key) bool {
 	return ok
 }
 
-// runRouters re-applies, in every router, routes someone else changed
-// until ctx ends.
+// runRouters re-applies, in every router of the home cluster, routes
+// someone else changed until ctx ends (a remote cluster's run from when
+// it connects).
 func (k *kubeParts) runRouters(ctx context.Context) error {
-	mesh := make(chan error, 1)
-	go func() { mesh <- k.mesh.Run(ctx) }()
-	return errors.Join(k.gateway.Run(ctx), <-mesh)
+	return k.routers.run(ctx)
 }
 
 // runBinder places pods until ctx ends (at once with --schedule-pods=false).
