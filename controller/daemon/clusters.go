@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/controller/rollout"
 	"github.com/sluice-dev/sluice/controller/runner"
 	"github.com/sluice-dev/sluice/controller/workload"
+	"github.com/sluice-dev/sluice/gateway"
 	"github.com/sluice-dev/sluice/scheduler/global"
 	"github.com/sluice-dev/sluice/scheduler/kube"
 )
@@ -323,8 +325,33 @@ func (d *Daemon) expandClusters(set *api.Set) *api.Set {
 		return set
 	}
 	down := d.kube.unreachable() // once per set, not per rollout
-	facts := func(r *api.Rollout) []global.Cluster { return d.kube.clusterFacts(r, down) }
+	facts := func(r *api.Rollout) []global.Cluster {
+		cs := d.kube.clusterFacts(r, down)
+		if r.XDS != nil && d.gateway != nil {
+			clients, _ := d.gateway.ClientsOf(r.XDS.Host, 0)
+			withRequestShares(cs, clients)
+		}
+		return cs
+	}
 	return global.Expand(set, facts, d.seatOf)
+}
+
+// withRequestShares sets each cluster's share of the xDS clients of the
+// rollout's host, by the cluster each client names (its node locality's
+// sub_zone, gateway/views.go): the request share the global layer weighs,
+// as far as sluice sees it (clients, not requests: it takes them as
+// equally busy). With no client the share stays unknown.
+func withRequestShares(cs []global.Cluster, clients []gateway.ClientAck) {
+	if len(clients) == 0 {
+		return
+	}
+	per := map[string]int{}
+	for _, c := range clients {
+		per[c.Locality[strings.LastIndex(c.Locality, "/")+1:]]++
+	}
+	for i := range cs {
+		cs[i].RequestShare, cs[i].RequestShareKnown = float64(per[cs[i].Name])/float64(len(clients)), true
+	}
 }
 
 // seatOf is the seat the part holds for version and hash: that of its
