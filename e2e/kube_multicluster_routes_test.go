@@ -102,55 +102,36 @@ func canaryWeights(w *routeWorld) (clusterWeights, bool) {
 // 50 % to the canary, what every cluster held at that moment, and every
 // weight each VirtualService was seen with.
 type fleetRouteWatch struct {
+	*poller
 	mu     sync.Mutex
 	order  []string
 	at     map[string]map[string]clusterWeights // cluster → what every cluster held when it first reached 50
 	vsSeen map[string]map[int64]bool
-	stop   chan struct{}
-	done   chan struct{}
 }
 
 func watchFleetRoutes(t *testing.T, worlds map[string]*routeWorld) *fleetRouteWatch {
-	w := &fleetRouteWatch{at: map[string]map[string]clusterWeights{}, vsSeen: map[string]map[int64]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	w := &fleetRouteWatch{at: map[string]map[string]clusterWeights{}, vsSeen: map[string]map[int64]bool{}}
 	for name := range worlds {
 		w.vsSeen[name] = map[int64]bool{}
 	}
-	go func() {
-		defer close(w.done)
-		for {
-			now := map[string]clusterWeights{}
-			for name, rw := range worlds {
-				if cw, ok := canaryWeights(rw); ok {
-					now[name] = cw
-				}
-			}
-			w.mu.Lock()
-			for name, cw := range now {
-				w.vsSeen[name][cw.vs] = true
-				if _, seen := w.at[name]; !seen && cw.route == 50 {
-					w.at[name] = now
-					w.order = append(w.order, name)
-				}
-			}
-			w.mu.Unlock()
-			select {
-			case <-w.stop:
-				return
-			case <-time.After(100 * time.Millisecond):
+	w.poller = startPoller(t, func() {
+		now := map[string]clusterWeights{}
+		for name, rw := range worlds {
+			if cw, ok := canaryWeights(rw); ok {
+				now[name] = cw
 			}
 		}
-	}()
-	t.Cleanup(w.close)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for name, cw := range now {
+			w.vsSeen[name][cw.vs] = true
+			if _, seen := w.at[name]; !seen && cw.route == 50 {
+				w.at[name] = now
+				w.order = append(w.order, name)
+			}
+		}
+	})
 	return w
-}
-
-func (w *fleetRouteWatch) close() {
-	select {
-	case <-w.stop:
-	default:
-		close(w.stop)
-	}
-	<-w.done
 }
 
 // TestKubeMultiClusterRoutes runs a rollout across three real control

@@ -83,40 +83,59 @@ func clusterGateTemplate(ns, url string) string {
 	return argGateTemplate("cluster-gate", ns, url, "cluster")
 }
 
-// waveWatch records, from outside sluice, when each cluster first holds a
-// Ready pod of a version, and what the other clusters held at that moment.
-type waveWatch struct {
-	mu      sync.Mutex
-	started map[string]time.Time
-	order   []string
-	stop    chan struct{}
-	done    chan struct{}
+// poller runs a check every 100 ms in the background until it is closed
+// or the test ends.
+type poller struct {
+	stop, done chan struct{}
 }
 
-func (f *fleet) watchVersion(t *testing.T, version string) *waveWatch {
-	w := &waveWatch{started: map[string]time.Time{}, stop: make(chan struct{}), done: make(chan struct{})}
+func startPoller(t *testing.T, tick func()) *poller {
+	p := &poller{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
-		defer close(w.done)
+		defer close(p.done)
 		for {
-			for name, c := range f.clusters {
-				if w.seen(name) {
-					continue
-				}
-				if scaledUp(c, f.ns, version) {
-					w.mu.Lock()
-					w.started[name] = time.Now()
-					w.order = append(w.order, name)
-					w.mu.Unlock()
-				}
-			}
+			tick()
 			select {
-			case <-w.stop:
+			case <-p.stop:
 				return
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
 	}()
-	t.Cleanup(w.close)
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *poller) close() {
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
+	<-p.done
+}
+
+// waveWatch records, from outside sluice, when each cluster first holds a
+// Ready pod of a version, and what the other clusters held at that moment.
+type waveWatch struct {
+	*poller
+	mu      sync.Mutex
+	started map[string]time.Time
+	order   []string
+}
+
+func (f *fleet) watchVersion(t *testing.T, version string) *waveWatch {
+	w := &waveWatch{started: map[string]time.Time{}}
+	w.poller = startPoller(t, func() {
+		for name, c := range f.clusters {
+			if !w.seen(name) && scaledUp(c, f.ns, version) {
+				w.mu.Lock()
+				w.started[name] = time.Now()
+				w.order = append(w.order, name)
+				w.mu.Unlock()
+			}
+		}
+	})
 	return w
 }
 
@@ -143,15 +162,6 @@ func (w *waveWatch) seen(name string) bool {
 	defer w.mu.Unlock()
 	_, ok := w.started[name]
 	return ok
-}
-
-func (w *waveWatch) close() {
-	select {
-	case <-w.stop:
-	default:
-		close(w.stop)
-	}
-	<-w.done
 }
 
 func (w *waveWatch) result() []string {
