@@ -130,9 +130,11 @@ func TestKubeMultiClusterXDS(t *testing.T) {
 	repo.push("v2", map[string]string{"rollouts/mx.yaml": multiClusterXDSRollout(f.ns, v2)})
 	var done []string
 	for _, wave := range []string{"eu-1", "us-1", "eu-2"} {
+		opened := time.Now()
 		d.waitStatus(f.ns+"/mx@"+wave, 90*time.Second, wave+" paused at 50 %", func(s httpapi.RolloutStatus) bool {
 			return s.CanaryVersion == v2 && s.Phase == rollout.PhasePaused && s.Weights.Canary == 50
 		})
+		t.Logf("wave %s: paused at 50 %% (ACKed by every client) %v after the push or the promotion before", wave, time.Since(opened).Round(10*time.Millisecond))
 		expect("wave "+wave+" at 50 %", wave, done...)
 		d.cli("promote", f.ns+"/mx@"+wave)
 		d.waitStatus(f.ns+"/mx@"+wave, 90*time.Second, wave+" promoted", func(s httpapi.RolloutStatus) bool {
