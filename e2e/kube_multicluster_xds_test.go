@@ -15,8 +15,8 @@ import (
 
 // multiClusterXDSRollout is a canary across the fleet, one cluster a
 // wave, whose traffic moves through sluice's xDS at host mx.e2e; each
-// wave pauses at 50 % until promoted, and a failed wave holds the others.
-func multiClusterXDSRollout(ns, version string) string {
+// wave pauses at 50 % until promoted.
+func multiClusterXDSRollout(ns, version, onFailure string) string {
 	return fmt.Sprintf(`apiVersion: argoproj.io/v1alpha1
 kind: Rollout
 metadata:
@@ -25,7 +25,7 @@ metadata:
   annotations:
     sluice.io/clusters: "region in (eu,us)"
     sluice.io/waves: "1,2,100%%"
-    sluice.io/on-wave-failure: hold
+    sluice.io/on-wave-failure: %[4]s
 spec:
   replicas: 2
   selector: {matchLabels: {app: mx}}
@@ -42,7 +42,7 @@ spec:
       trafficRouting:
         plugins:
           sluice.io/xds: {host: mx.e2e}
-`, ns, version, kubePort)
+`, ns, version, kubePort, onFailure)
 }
 
 // clusterClient is one real xDS client that says it runs in a cluster.
@@ -63,6 +63,9 @@ type clusterClient struct {
 //   - a wave's weight applies to its cluster's clients only: while eu-1's
 //     part is at 50 %, eu-1's client splits v1/v2 and the others see v1;
 //   - then us-1, then eu-2, each once the one before is promoted;
+//   - v3 with on-wave-failure rollback-all, aborted in us-1 at 50 %:
+//     eu-1's clients, on v3 until then, are back on v2, and eu-2's never
+//     left it;
 //   - no call fails.
 func TestKubeMultiClusterXDS(t *testing.T) {
 	f := startFleet(t)
@@ -70,7 +73,7 @@ func TestKubeMultiClusterXDS(t *testing.T) {
 		startTaggedPodBackends(t, c, f.ns, name)
 	}
 	repo := newGitRepo(t)
-	repo.push("v1", map[string]string{"rollouts/mx.yaml": multiClusterXDSRollout(f.ns, v1)})
+	repo.push("v1", map[string]string{"rollouts/mx.yaml": multiClusterXDSRollout(f.ns, v1, "hold")})
 	d := startDaemon(t, repo, f.flags...)
 	for _, c := range []string{"eu-1", "eu-2", "us-1"} {
 		d.waitStatus(f.ns+"/mx@"+c, 90*time.Second, "stable v1", func(s httpapi.RolloutStatus) bool {
@@ -91,11 +94,12 @@ func TestKubeMultiClusterXDS(t *testing.T) {
 		clients = append(clients, clusterClient{cluster: cc.cluster, impl: cc.impl.name, c: cc.impl.start(t, boot, "mx.e2e")})
 	}
 	// expect checks what every client observes: canaryIn is the cluster
-	// whose part is at 50 %, done the clusters already on v2. A client
+	// whose part is at 50 % from old to next, done the clusters already
+	// on next. A client
 	// may apply an ACKed route a moment after its ACK (C-core polls an
 	// idle channel), so a split that is not there yet is asked again, a
 	// few times; a failed call or another cluster's pod fails at once.
-	expect := func(when, canaryIn string, done ...string) {
+	expect := func(when, old, next, canaryIn string, done ...string) {
 		t.Helper()
 		for _, cl := range clients {
 			home := cl.cluster
@@ -114,7 +118,7 @@ func TestKubeMultiClusterXDS(t *testing.T) {
 						t.Errorf("%s: answered by another cluster's pod (%s)", who, version)
 					}
 				}
-				if split = wrongSplit(o, home, canaryIn, done); split == "" {
+				if split = wrongSplit(o, home, old, next, canaryIn, done); split == "" {
 					break
 				}
 				split = who + ": " + split
@@ -125,9 +129,9 @@ func TestKubeMultiClusterXDS(t *testing.T) {
 			}
 		}
 	}
-	expect("v1 everywhere", "")
+	expect("v1 everywhere", v1, v2, "")
 
-	repo.push("v2", map[string]string{"rollouts/mx.yaml": multiClusterXDSRollout(f.ns, v2)})
+	repo.push("v2", map[string]string{"rollouts/mx.yaml": multiClusterXDSRollout(f.ns, v2, "hold")})
 	var done []string
 	for _, wave := range []string{"eu-1", "us-1", "eu-2"} {
 		opened := time.Now()
@@ -135,31 +139,48 @@ func TestKubeMultiClusterXDS(t *testing.T) {
 			return s.CanaryVersion == v2 && s.Phase == rollout.PhasePaused && s.Weights.Canary == 50
 		})
 		t.Logf("wave %s: paused at 50 %% (ACKed by every client) %v after the push or the promotion before", wave, time.Since(opened).Round(10*time.Millisecond))
-		expect("wave "+wave+" at 50 %", wave, done...)
+		expect("wave "+wave+" at 50 %", v1, v2, wave, done...)
 		d.cli("promote", f.ns+"/mx@"+wave)
 		d.waitStatus(f.ns+"/mx@"+wave, 90*time.Second, wave+" promoted", func(s httpapi.RolloutStatus) bool {
 			return s.Phase == rollout.PhaseHealthy && s.StableVersion == v2
 		})
 		done = append(done, wave)
 	}
-	expect("every wave passed", "", done...)
+	expect("every wave passed", v1, v2, "", done...)
+
+	// v3, rollback-all: eu-1 holds at 100 % until us-1 aborts.
+	const v3 = "e2e/app:v3"
+	repo.push("v3", map[string]string{"rollouts/mx.yaml": multiClusterXDSRollout(f.ns, v3, "rollback-all")})
+	d.waitStatus(f.ns+"/mx@eu-1", 90*time.Second, "eu-1 paused at 50 %", func(s httpapi.RolloutStatus) bool {
+		return s.CanaryVersion == v3 && s.Phase == rollout.PhasePaused && s.Weights.Canary == 50
+	})
+	d.cli("promote", f.ns+"/mx@eu-1")
+	d.waitStatus(f.ns+"/mx@us-1", 90*time.Second, "us-1 paused at 50 %", func(s httpapi.RolloutStatus) bool {
+		return s.CanaryVersion == v3 && s.Phase == rollout.PhasePaused && s.Weights.Canary == 50
+	})
+	expect("v3: eu-1 held at 100 %, us-1 at 50 %", v2, v3, "us-1", "eu-1")
+	d.cli("abort", f.ns+"/mx@us-1")
+	d.waitStatus(f.ns+"/mx@eu-1", 60*time.Second, "eu-1 rolled back", func(s httpapi.RolloutStatus) bool {
+		return s.Aborted && s.StableVersion == v2 && s.Weights.Canary == 0
+	})
+	expect("v3 aborted in us-1 (rollback-all)", v2, v3, "")
 }
 
 // wrongSplit says how o differs from what a client of cluster home
-// should observe ("" when it does not).
-func wrongSplit(o observed, home, canaryIn string, done []string) string {
+// should observe while old goes to next ("" when it does not).
+func wrongSplit(o observed, home, old, next, canaryIn string, done []string) string {
 	switch {
 	case home == canaryIn:
-		if got := o.share(v2 + "@" + home); math.Abs(got-0.5) > 0.12 {
-			return fmt.Sprintf("%.2f on v2, want 0.5 (its part at 50 %%)", got)
+		if got := o.share(next + "@" + home); math.Abs(got-0.5) > 0.12 {
+			return fmt.Sprintf("%.2f on %s, want 0.5 (its part at 50 %%)", got, next)
 		}
 	case slices.Contains(done, home):
-		if got := o.share(v2 + "@" + home); got != 1 {
-			return fmt.Sprintf("%.2f on v2, want all (its wave passed)", got)
+		if got := o.share(next + "@" + home); got != 1 {
+			return fmt.Sprintf("%.2f on %s, want all (its wave passed)", got, next)
 		}
 	default:
-		if got := o.share(v1 + "@" + home); got != 1 {
-			return fmt.Sprintf("%.2f on v1, want all (its wave has not started)", got)
+		if got := o.share(old + "@" + home); got != 1 {
+			return fmt.Sprintf("%.2f on %s, want all (its wave has not started, or was rolled back)", got, old)
 		}
 	}
 	return ""
