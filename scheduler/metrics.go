@@ -22,7 +22,7 @@ type metrics struct {
 // newMetrics registers the scheduler metrics on reg (none when reg is
 // nil). Observers are resolved once so recording a decision does not
 // allocate.
-func newMetrics(reg *prometheus.Registry) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		decision: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sluice_scheduler_decision_seconds",

@@ -43,7 +43,7 @@ type Options struct {
 	// Clock gives the time heat decays by (default time.Now).
 	Clock func() time.Time
 	// Metrics is where the scheduler metrics are registered (none when nil).
-	Metrics *prometheus.Registry
+	Metrics prometheus.Registerer
 	// Logger logs unschedulable pods at debug level (default discard).
 	Logger *slog.Logger
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/clusters"
 	"github.com/sluice-dev/sluice/controller/rollout"
@@ -248,15 +249,19 @@ func (r *remoteCluster) connect(ctx context.Context, o Options, k *kubeParts, lo
 // start connects the cluster's actuator, whose news about a rollout is
 // news about its part in the cluster: Ready pods go to the part's
 // program, endpoints to the part's traffic.
-func (r *remoteCluster) start(ctx context.Context, o Options, k *kubeParts, log *slog.Logger) error {
+func (r *remoteCluster) start(ctx context.Context, o Options, k *kubeParts, log *slog.Logger) (err error) {
 	client, err := kubernetes.NewForConfig(r.config)
 	if err != nil {
 		return err
 	}
-	// Metrics stay the home cluster's: a second registration of the same
-	// collectors would be refused.
+	metrics := newTrackedRegisterer(clusterMetrics(k.metrics, r.name))
+	defer func() {
+		if err != nil {
+			metrics.unregisterAll() // the next attempt registers its own
+		}
+	}()
 	m, err := workload.New(workload.Options{Client: client, SchedulePods: o.SchedulePods, Namespaces: o.WatchNamespaces,
-		Logger: log, SyncTimeout: remoteSyncTimeout,
+		Logger: log, SyncTimeout: remoteSyncTimeout, Registry: metrics.orNil(),
 		OnReady:     func(key api.Key, ev rollout.PodsReady) { k.podsReady(key.InCluster(r.name), ev) },
 		OnEndpoints: func(key api.Key) { k.traffic.EndpointsChanged(key.InCluster(r.name)) }})
 	if err != nil {
@@ -265,8 +270,12 @@ func (r *remoteCluster) start(ctx context.Context, o Options, k *kubeParts, log 
 	if err := m.Start(ctx); err != nil {
 		return err
 	}
+	if err := r.startRouters(ctx, client, o.AckTimeout, log); err != nil {
+		return err
+	}
 	if o.SchedulePods {
-		b, err := kube.New(kube.Options{Client: client, SchedulerName: workload.SchedulerName, Namespaces: o.WatchNamespaces, Logger: log})
+		b, err := kube.New(kube.Options{Client: client, SchedulerName: workload.SchedulerName, Namespaces: o.WatchNamespaces, Logger: log,
+			Metrics: metrics.orNil()})
 		if err != nil {
 			return err
 		}
@@ -277,15 +286,62 @@ func (r *remoteCluster) start(ctx context.Context, o Options, k *kubeParts, log 
 			}
 		}()
 	}
-	if err := r.startRouters(ctx, client, o.AckTimeout, log); err != nil {
-		return err
-	}
 	r.ready.Store(m)
 	log.Info("cluster connected")
 	if r.onConnect != nil {
 		r.onConnect()
 	}
 	return nil
+}
+
+// trackedRegisterer remembers the collectors it registered, so that a
+// failed attempt to connect a cluster can take them back: the next
+// attempt registers its own, which would otherwise be refused as
+// duplicates.
+type trackedRegisterer struct {
+	prometheus.Registerer
+	registered []prometheus.Collector
+}
+
+func newTrackedRegisterer(reg prometheus.Registerer) *trackedRegisterer {
+	if reg == nil {
+		return nil
+	}
+	return &trackedRegisterer{Registerer: reg}
+}
+
+// orNil is t as a Registerer, nil when t is (no registry).
+func (t *trackedRegisterer) orNil() prometheus.Registerer {
+	if t == nil {
+		return nil
+	}
+	return t
+}
+
+func (t *trackedRegisterer) Register(c prometheus.Collector) error {
+	if err := t.Registerer.Register(c); err != nil {
+		return err
+	}
+	t.registered = append(t.registered, c)
+	return nil
+}
+
+func (t *trackedRegisterer) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := t.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func (t *trackedRegisterer) unregisterAll() {
+	if t == nil {
+		return
+	}
+	for _, c := range t.registered {
+		t.Unregister(c)
+	}
+	t.registered = nil
 }
 
 // connectRemotes starts connecting every remote cluster in the

@@ -54,6 +54,19 @@ type kubeParts struct {
 	remotes    map[string]*remoteCluster
 	health     *clusters.Health // nil without remote clusters
 	waves      *waveLoop
+	// metrics receives every cluster's workload and binder metrics, each
+	// cluster's under its cluster label (clusterMetrics).
+	metrics *prometheus.Registry
+}
+
+// clusterMetrics registers a cluster's collectors on reg with the label
+// cluster: every cluster's actuator and binder export the same metrics,
+// told apart by it. nil when reg is nil.
+func clusterMetrics(reg *prometheus.Registry, cluster string) prometheus.Registerer {
+	if reg == nil {
+		return nil
+	}
+	return prometheus.WrapRegistererWith(prometheus.Labels{"cluster": cluster}, reg)
 }
 
 // Client rate limits of every client sluice makes. client-go's default
@@ -94,12 +107,12 @@ func newKubeParts(o Options, next runner.Traffic, reg *prometheus.Registry, log 
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	k := &kubeParts{refChanged: make(chan struct{}, 1), client: client, homeName: clusters.HomeName, remotes: map[string]*remoteCluster{}}
+	k := &kubeParts{refChanged: make(chan struct{}, 1), client: client, homeName: clusters.HomeName, remotes: map[string]*remoteCluster{}, metrics: reg}
 	if err := k.loadClusters(o, cfg, client); err != nil {
 		return nil, err
 	}
 	if k.workloads, err = workload.New(workload.Options{
-		Client: client, SchedulePods: o.SchedulePods, Namespaces: o.WatchNamespaces, Logger: log, Registry: reg,
+		Client: client, SchedulePods: o.SchedulePods, Namespaces: o.WatchNamespaces, Logger: log, Registry: clusterMetrics(reg, k.homeName),
 		OnReady:     k.podsReady,
 		OnEndpoints: k.homeEndpointsChanged,
 	}); err != nil {
@@ -116,7 +129,7 @@ func newKubeParts(o Options, next runner.Traffic, reg *prometheus.Registry, log 
 	}
 	k.routed = &routedTraffic{xds: k.traffic, routers: k.partRouters(), applyTimeout: o.AckTimeout, log: log}
 	if o.SchedulePods {
-		if k.binder, err = kube.New(kube.Options{Client: client, SchedulerName: workload.SchedulerName, Namespaces: o.WatchNamespaces, Metrics: reg, Logger: log}); err != nil {
+		if k.binder, err = kube.New(kube.Options{Client: client, SchedulerName: workload.SchedulerName, Namespaces: o.WatchNamespaces, Metrics: clusterMetrics(reg, k.homeName), Logger: log}); err != nil {
 			return nil, fmt.Errorf("pod binder: %w", err)
 		}
 	}

@@ -65,7 +65,7 @@ type env struct {
 	ns  string
 	m   *Manager
 	rec *recorder
-	reg *prometheus.Registry // the Manager's metrics (none when nil)
+	reg prometheus.Registerer // the Manager's metrics (none when nil)
 }
 
 func newEnv(t testing.TB) *env {

@@ -23,7 +23,8 @@ import (
 // statuses; sluice_workload_cached_objects says so.
 func TestInformersCacheOnlySluiceObjects(t *testing.T) {
 	c := kubetest.Shared(t)
-	e := &env{t: t, c: c, ns: c.Namespace(t), rec: &recorder{ready: map[string]rollout.PodsReady{}}, reg: prometheus.NewRegistry()}
+	reg := prometheus.NewRegistry()
+	e := &env{t: t, c: c, ns: c.Namespace(t), rec: &recorder{ready: map[string]rollout.PodsReady{}}, reg: reg}
 	const foreignPods, foreignSets = 20, 5
 	createForeign(t, c, e.ns, foreignPods, foreignSets)
 	e.m = e.startManager() // its first list already holds the foreign objects
@@ -34,7 +35,7 @@ func TestInformersCacheOnlySluiceObjects(t *testing.T) {
 	e.waitReady("h1", rollout.PodsReady{Hash: "h1", Replicas: 1, Ready: 1})
 
 	want := map[string]float64{cachedReplicaSet: 1, cachedPod: 1, cachedNode: 6}
-	got := cachedObjects(t, e.reg)
+	got := cachedObjects(t, reg)
 	for kind, n := range want {
 		if got[kind] != n {
 			t.Errorf("sluice_workload_cached_objects{kind=%q} = %v, want %v (the cluster has %d foreign pods and %d foreign ReplicaSets in the namespace)",

@@ -32,7 +32,7 @@ type Options struct {
 	// Logger defaults to a discarding one.
 	Logger *slog.Logger
 	// Registry receives the package's metrics (nil = not registered).
-	Registry *prometheus.Registry
+	Registry prometheus.Registerer
 	// SyncTimeout bounds Start's wait for the informers' first list
 	// (default DefaultSyncTimeout): a missing RBAC permission shows as a
 	// failed start instead of a hang.

@@ -18,7 +18,7 @@ type metrics struct {
 	applyErrors *prometheus.CounterVec
 }
 
-func newMetrics(reg *prometheus.Registry) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		applyErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_workload_apply_errors_total",
@@ -53,7 +53,7 @@ type cacheCollector struct {
 	desc *prometheus.Desc
 }
 
-func registerCacheGauges(reg *prometheus.Registry, m *Manager) error {
+func registerCacheGauges(reg prometheus.Registerer, m *Manager) error {
 	if reg == nil {
 		return nil
 	}

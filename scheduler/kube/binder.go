@@ -69,7 +69,7 @@ type Options struct {
 	OnUnschedulable func(PendingPod)
 	// Metrics is where the binder's and the scheduler's metrics are
 	// registered (none when nil).
-	Metrics *prometheus.Registry
+	Metrics prometheus.Registerer
 	// Logger logs binds at debug level and failures (default discard).
 	Logger *slog.Logger
 }

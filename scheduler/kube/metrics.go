@@ -25,7 +25,7 @@ type metrics struct {
 }
 
 // newMetrics registers the binder metrics on reg (none when reg is nil).
-func newMetrics(reg *prometheus.Registry) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		bound: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_binder_pods_bound_total",
