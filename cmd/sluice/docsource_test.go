@@ -128,8 +128,21 @@ func codeMetrics(t *testing.T) map[string][]string {
 			return true
 		})
 	}
+	for name, labels := range metrics {
+		for _, prefix := range perClusterMetrics {
+			if strings.HasPrefix(name, prefix) {
+				metrics[name] = append([]string{"cluster"}, labels...)
+			}
+		}
+	}
 	return metrics
 }
+
+// perClusterMetrics are the prefixes of the metrics registered once per
+// cluster with the label cluster added by the registry they go to
+// (controller/daemon's clusterMetrics), which the source of their
+// definitions does not show.
+var perClusterMetrics = []string{"sluice_workload_", "sluice_binder_", "sluice_scheduler_"}
 
 func codeMetricNames(t *testing.T) []string {
 	var names []string
