@@ -70,13 +70,13 @@ type switchWatch struct {
 }
 
 // bgHeld is what one cluster holds of kbg: whether the watched version has
-// a ReplicaSet scaled up, the replicas of every ReplicaSet by image, and
-// the hash the active Service selects.
+// a ReplicaSet scaled up, the replicas and hash of every ReplicaSet by
+// image, and the hashes the active and preview Services select.
 type bgHeld struct {
-	up           bool
-	replicas     map[string]int32
-	replicasHash map[string]string
-	active       string
+	up              bool
+	replicas        map[string]int32
+	replicasHash    map[string]string
+	active, preview string
 }
 
 func (f *fleet) watchSwitch(t *testing.T, version string) *switchWatch {
@@ -138,6 +138,9 @@ func heldIn(c *kubetest.Cluster, ns, version string) bgHeld {
 	}
 	if svc, err := c.Client.CoreV1().Services(ns).Get(ctx, "kbg", metav1.GetOptions{}); err == nil {
 		h.active = svc.Spec.Selector["rollouts-pod-template-hash"]
+	}
+	if svc, err := c.Client.CoreV1().Services(ns).Get(ctx, "kbg-preview", metav1.GetOptions{}); err == nil {
+		h.preview = svc.Spec.Selector["rollouts-pod-template-hash"]
 	}
 	return h
 }
@@ -226,8 +229,8 @@ func TestKubeMultiClusterBlueGreen(t *testing.T) {
 	if eu1 := at["eu-1"]; eu1.active != eu1.hashOf(v2) || eu1.replicas[v1] != 2 || eu1.replicas[v2] != 2 {
 		t.Errorf("eu-1 when us-1 switched: active %s, replicas %v; want switched to v2 with v1 kept at 2 (rollback-all)", eu1.active, eu1.replicas)
 	}
-	if eu2 := at["eu-2"]; eu2.up || eu2.active != hashes[v1] {
-		t.Errorf("eu-2 when us-1 switched: v2 scaled up %v, active %s; want no v2 pod and kbg on v1 (%s)", eu2.up, eu2.active, hashes[v1])
+	if eu2 := at["eu-2"]; eu2.up || eu2.active != hashes[v1] || eu2.preview != hashes[v1] {
+		t.Errorf("eu-2 when us-1 switched: v2 scaled up %v, active %s, preview %s; want no v2 pod and both Services on v1 (%s)", eu2.up, eu2.active, eu2.preview, hashes[v1])
 	}
 	for _, c := range clusters {
 		d.waitStatus(f.ns+"/kbg@"+c, 90*time.Second, "v2 promoted", func(s httpapi.RolloutStatus) bool {
