@@ -75,22 +75,20 @@ func (c *checker) placement(ro *v1alpha1.Rollout) *Placement {
 }
 
 // placementLimits refuses what a rollout across clusters cannot do yet,
-// each at its own field: it runs in Kubernetes mode only, as a canary that
-// moves traffic by replica counts, through sluice's xDS (each cluster's
-// clients get their own cluster's part, gateway/views.go) or through each
-// cluster's own routers (Gateway API, Istio: the daemon writes each part's
-// routes in its own cluster), on its own pod template.
+// each at its own field: it runs in Kubernetes mode only, as a canary or a
+// blue-green rollout (each part switches its own cluster's Services and
+// routes, in its wave), moving traffic by replica counts, through sluice's
+// xDS (each cluster's clients get their own cluster's part,
+// gateway/views.go) or through each cluster's own routers (Services,
+// Gateway API, Istio: the daemon writes each part's routes in its own
+// cluster), on its own pod template.
 func (c *checker) placementLimits(ro *v1alpha1.Rollout) {
 	if c.mode != ModeKubernetes {
 		c.errorf(annotationPath(ClustersAnnotation), "a rollout across clusters runs in Kubernetes mode only (sluice run --kubernetes, sluice validate --kubernetes)")
 		return
 	}
-	const notYet = "not supported with %s yet: a rollout across clusters is a canary"
-	if ro.Spec.Strategy.BlueGreen != nil {
-		c.errorf("spec.strategy.blueGreen", notYet, ClustersAnnotation)
-	}
 	if ro.Spec.WorkloadRef != nil {
-		c.errorf("spec.workloadRef", notYet+" from spec.template", ClustersAnnotation)
+		c.errorf("spec.workloadRef", "not supported with %s yet: a rollout across clusters runs from spec.template", ClustersAnnotation)
 	}
 }
 

@@ -124,3 +124,54 @@ spec:
       steps: [{setWeight: 10}]
 `)}})
 }
+
+// TestPlacementBlueGreen: a blue-green rollout may run across clusters
+// (each part switches its own cluster's Services, in its wave), with its
+// Services, its cluster routers or its xDS hosts; a workloadRef stays
+// refused at its field.
+func TestPlacementBlueGreen(t *testing.T) {
+	doc := func(annotations, spec string) []Source {
+		return []Source{{Name: "r.yaml", Data: []byte(`apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata:
+  name: web
+  annotations:
+    sluice.io/clusters: region=eu
+    sluice.io/waves: "1,100%"
+` + annotations + `spec:
+  selector: {matchLabels: {app: web}}
+` + spec + `  strategy:
+    blueGreen: {activeService: web, previewService: web-preview, prePromotionAnalysis: {templates: [{templateName: gate}]}}
+---
+apiVersion: argoproj.io/v1alpha1
+kind: AnalysisTemplate
+metadata: {name: gate}
+spec: {metrics: [{name: ok, provider: {web: {url: "http://gate/ok"}}, successCondition: "result == true"}]}
+`)}}
+	}
+	const template = "  template: {metadata: {labels: {app: web}}, spec: {containers: [{name: app, image: \"shop/web:1\"}]}}\n"
+	for name, annotations := range map[string]string{
+		"services": "",
+		"routers":  "    sluice.io/traffic-routing: \"{plugins: {argoproj-labs/gatewayAPI: {httpRoute: web}}}\"\n",
+		"xds":      "    sluice.io/xds: \"{host: web.internal, previewHost: preview.web.internal}\"\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			set := NewLoader(Limits{}).ForKubernetes().Load(doc(annotations, template))
+			if errs := set.Diagnostics.Errors(); len(errs) != 0 {
+				t.Fatalf("want no errors, got:\n%s", diagnosticText(errs))
+			}
+			r := set.Rollouts[0]
+			if r.Placement == nil || r.Strategy != StrategyBlueGreen || r.Routing == nil || r.Routing.ActiveService != "web" || len(r.Steps) == 0 {
+				t.Errorf("placement %+v, strategy %q, routing %+v, %d steps: want a blue-green rollout across clusters", r.Placement, r.Strategy, r.Routing, len(r.Steps))
+			}
+		})
+	}
+	ref := NewLoader(Limits{}).ForKubernetes().Load(doc("", "  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: web}\n")).Diagnostics.Errors()
+	found := false
+	for _, e := range ref {
+		found = found || e.Field == "spec.workloadRef" && strings.Contains(e.Message, "not supported with sluice.io/clusters yet")
+	}
+	if !found {
+		t.Errorf("workloadRef across clusters: want an error at spec.workloadRef, got:\n%s", diagnosticText(ref))
+	}
+}

@@ -146,3 +146,47 @@ func TestViewsFailover(t *testing.T) {
 	publish(part("eu-2", "eu", "v0", startBackend(t, "v0@eu-2")))
 	eventually(t, 10*time.Second, "eu-1's client on us-1 once eu-2 runs another version", func() bool { return allOn(inEU1, "v1@us-1") })
 }
+
+// TestViewsPreviewHost: a blue-green rollout across clusters publishes,
+// beside each part's active host, its preview host as a part of the
+// preview (ns/name/preview@C, controller/daemon's previewKey). Real
+// grpc-go clients in two clusters get their own cluster's preview: eu-1's
+// part previews v2 while us-1's waits for its wave (its preview host on
+// v1), and the active host stays on each cluster's v1.
+func TestViewsPreviewHost(t *testing.T) {
+	srv := startServer(t, "127.0.0.1:0", nil)
+	web, preview := api.Key{Namespace: "shop", Name: "web"}, api.Key{Namespace: "shop", Name: "web/preview"}
+	part := func(key api.Key, cluster, region, host, canary string, weight int32, def bool) api.Traffic {
+		return api.Traffic{
+			Rollout: key.InCluster(cluster), Host: host, StableVersion: "v1", CanaryVersion: canary,
+			StableEndpoints: []string{startBackend(t, "v1@"+cluster)},
+			CanaryEndpoints: []string{startBackend(t, canary+"@"+cluster)},
+			Weights:         api.CanaryWeights(weight), Region: region, DefaultRoutes: def,
+		}
+	}
+	for _, tr := range []api.Traffic{
+		part(web, "eu-1", "eu", "web.shop", "v2", 0, false),
+		part(preview, "eu-1", "eu", "preview.web.shop", "v2", 100, false),
+		part(web, "us-1", "us", "web.shop", "v1", 0, true),
+		part(preview, "us-1", "us", "preview.web.shop", "v1", 100, true),
+	} {
+		v, err := srv.SetTraffic(tr)
+		if err != nil {
+			t.Fatalf("SetTraffic %s: %v", tr.Rollout, err)
+		}
+		waitAck(t, srv.Server, tr.Host, v)
+	}
+	for _, c := range []struct{ cluster, region, host, want string }{
+		{"eu-1", "eu", "preview.web.shop", "v2@eu-1"},
+		{"us-1", "us", "preview.web.shop", "v1@us-1"},
+		{"", "", "preview.web.shop", "v1@us-1"},
+		{"eu-1", "eu", "web.shop", "v1@eu-1"},
+		{"us-1", "us", "web.shop", "v1@us-1"},
+	} {
+		cc := dialXDS(t, bootstrapIn(srv.addr, "n-"+c.cluster+c.host, c.region, c.cluster), c.host)
+		eventually(t, 10*time.Second, fmt.Sprintf("client in %q of %s on %s", c.cluster, c.host, c.want), func() bool { return allOn(cc, c.want) })
+		if got := count(t, cc, 20); got[c.want] != 20 {
+			t.Errorf("client in %q of %s: answers %v, want all 20 from %s", c.cluster, c.host, got, c.want)
+		}
+	}
+}

@@ -37,8 +37,18 @@ func (p previewTraffic) Clients() int {
 }
 
 // previewKey is the gateway key of a rollout's preview host. A rollout
-// name holds no '/', so it never names a real rollout.
-func previewKey(k api.Key) api.Key { return api.Key{Namespace: k.Namespace, Name: k.Name + "/preview"} }
+// name holds no '/', so it never names a real rollout. The preview of a
+// part of a rollout across clusters (ns/name@C) is itself a part,
+// ns/name/preview@C: the preview parts of a rollout share its preview
+// host, and each cluster's clients get their own cluster's
+// (gateway/views.go goes by the key's cluster and parent).
+func previewKey(k api.Key) api.Key {
+	own := api.Key{Namespace: k.Namespace, Name: k.Parent().Name + "/preview"}
+	if cluster := k.Cluster(); cluster != "" {
+		return own.InCluster(cluster)
+	}
+	return own
+}
 
 // previewVersionMark starts the versions of a traffic with a preview host.
 const previewVersionMark = "preview:"
@@ -105,5 +115,7 @@ func previewOf(t api.Traffic) api.Traffic {
 		CanaryWorkload:  t.CanaryWorkload,
 		EndpointZones:   t.EndpointZones,
 		Weights:         api.CanaryWeights(100),
+		Region:          t.Region,
+		DefaultRoutes:   t.DefaultRoutes,
 	}
 }

@@ -70,6 +70,9 @@ func genSpec(src source, kube bool) *api.Rollout {
 			kv["steps"] = genKubeSteps[src.IntN(len(genKubeSteps))]
 		}
 	}
+	if src.IntN(4) == 0 {
+		genBlueGreen(src, kv)
+	}
 	r, err := specOf(kv)
 	if err != nil {
 		panic(err)
@@ -79,6 +82,32 @@ func genSpec(src source, kube bool) *api.Rollout {
 		r.Wave = &api.WaveSeat{Cluster: "c", Wave: 1 + src.IntN(3), Waves: 3, HoldAtFull: src.IntN(2) == 0}
 	}
 	return r
+}
+
+// genBlueGreen makes kv a blue-green rollout: the program
+// api/bluegreen.go compiles (preview, prePromotionAnalysis, promotion,
+// switch, postPromotionAnalysis; sometimes without the analyses or the
+// promotion pause) with a preview host, and none of the canary-only
+// fields (dynamicStableScale, a baseline, background analysis).
+func genBlueGreen(src source, kv map[string]string) {
+	replicas := 4
+	if n, ok := kv["replicas"]; ok {
+		fmt.Sscan(n, &replicas)
+	}
+	preview := min(replicas, 1+src.IntN(2))
+	steps := fmt.Sprintf("scale %d", preview)
+	if src.IntN(2) == 0 {
+		steps += "; analysis pre"
+	}
+	steps += [...]string{"", "; pause", "; pause 30s"}[src.IntN(3)]
+	steps += fmt.Sprintf("; setWeight 100 & scale %d", replicas)
+	if src.IntN(2) == 0 {
+		steps += "; analysis post"
+	}
+	kv["steps"], kv["preview"] = steps, "preview.checkout.internal"
+	for _, canaryOnly := range []string{"dss", "baseline", "bg"} {
+		delete(kv, canaryOnly)
+	}
 }
 
 // genWaveEvent is one of the wave program's events.
@@ -331,7 +360,7 @@ func checkTransition(prev, next State, ev Event, acts []Action) error {
 	if err := checkQueue(prev, next, ev, acts); err != nil {
 		return err
 	}
-	if err := checkWaves(next); err != nil {
+	if err := checkWaves(prev, next, ev, acts); err != nil {
 		return err
 	}
 	if next.Seq != prev.Seq && next.Seq != prev.Seq+1 {
@@ -408,14 +437,38 @@ func checkTransition(prev, next State, ev Event, acts []Action) error {
 }
 
 // checkWaves checks a multi-cluster part (waves.go): a canary waiting for
-// its wave never runs beside another canary in flight, and a part holds
-// at 100 % only with its canary in flight and its steps done.
-func checkWaves(s State) error {
+// its wave never runs beside another canary in flight and gets no pods
+// before the wave opens (a blue-green part creates no preview), a part
+// holds at 100 % only with its canary in flight and its steps done, with
+// the old stable kept at full size (a blue-green part's blue side, which
+// a later wave's failure switches back to), and a wave failure that
+// aborts leaves no traffic on the new version unless the abort waits for
+// stable pods.
+func checkWaves(prev, s State, ev Event, acts []Action) error {
 	if s.WaveWait != nil && s.CanaryActive() {
 		return fmt.Errorf("canary %s in flight while %s waits for its wave", s.CanaryVersion, s.WaveWait.Rollout.Version)
 	}
+	if w := s.WaveWait; w != nil {
+		if h := specHash(w.Rollout); h != "" && h != s.StableHash && s.desired(h) > prev.desired(h) {
+			return fmt.Errorf("%s waits for its wave but its pods grew %d -> %d", w.Rollout.Version, prev.desired(h), s.desired(h))
+		}
+	}
 	if s.WaveHeld && (!s.CanaryActive() || s.StepIndex < s.StepCount()) {
 		return fmt.Errorf("holding for later waves at step %d/%d, canary active %v", s.StepIndex, s.StepCount(), s.CanaryActive())
+	}
+	if s.WaveHeld && s.kubernetes() && !s.workload().DynamicStableScale && s.desired(s.StableHash) < s.Spec.Replicas {
+		return fmt.Errorf("holding for later waves with the old stable %s at %d desired pods, want %d", s.StableVersion, s.desired(s.StableHash), s.Spec.Replicas)
+	}
+	if s.WaveHeld && s.Spec.Strategy == api.StrategyBlueGreen {
+		if t := s.Traffic(); t.CanaryVersion != s.CanaryVersion || t.Weights.Canary != 100 || t.PreviewHost == "" {
+			return fmt.Errorf("blue-green part holding for later waves: traffic %+v, want the active and preview hosts on %s", t, s.CanaryVersion)
+		}
+	}
+	if f, ok := ev.(WaveFailed); ok && f.Abort && prev.CanaryActive() && !prev.Aborted {
+		abortWaits := s.Wait != nil && s.Wait.Kind == WaitAbort
+		if !s.Aborted || s.Weights.Canary != 0 && !abortWaits {
+			return fmt.Errorf("WaveFailed{Abort} ended at %+v aborted=%v", s.Weights, s.Aborted)
+		}
 	}
 	return nil
 }
