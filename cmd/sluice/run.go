@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/controller/alert"
 	"github.com/sluice-dev/sluice/controller/daemon"
 	"github.com/sluice-dev/sluice/controller/httpapi"
+	"github.com/sluice-dev/sluice/controller/kubeclient"
 	"github.com/sluice-dev/sluice/controller/replica"
 	"github.com/sluice-dev/sluice/controller/tracing"
 	"github.com/sluice-dev/sluice/gateway"
@@ -146,6 +147,8 @@ keys (lists for repeatable flags); flags on the command line win.`,
 	addStrategyLimitFlags(f, &o.StrategyLimits)
 	f.BoolVar(&o.Kubernetes, "kubernetes", false, "Kubernetes mode: run each version's pods as ReplicaSets in the cluster and take endpoints from it")
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file for --kubernetes (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
+	f.Float32Var(&o.KubeAPI.QPS, "kube-api-qps", kubeclient.DefaultQPS, "with --kubernetes, requests per second each apiserver connection may send (a negative value: no client-side limit, the apiserver's priority and fairness alone); see docs/kubernetes.md")
+	f.IntVar(&o.KubeAPI.Burst, "kube-api-burst", kubeclient.DefaultBurst, "with --kubernetes, requests each apiserver connection may send at once above --kube-api-qps")
 	f.BoolVar(&o.SchedulePods, "schedule-pods", true, "with --kubernetes, place the pods with sluice's graph scheduler (schedulerName sluice); false leaves them to kube-scheduler")
 	f.BoolVar(&o.LeaderElect, "leader-elect", false, "with --kubernetes and --state-store kubernetes, act only while holding the Lease sluice-leader in --namespace (one leader among replicas)")
 	f.StringVar(&o.StateStore, "state-store", daemon.StateStoreBbolt, "where the state lives: bbolt (a file in --state-dir, one replica) or kubernetes (SluiceRollout objects and a ConfigMap; needs --kubernetes; --leader-elect needs it)")

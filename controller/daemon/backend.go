@@ -96,8 +96,8 @@ func (b *backend) Recent(key api.Key) []httpapi.Event { return b.broker.Recent(k
 // event stream until ctx ends. Transitions that change only internal state
 // (an ACK bookkeeping step, say) are not repeated on the stream.
 func (b *backend) pumpStatus(ctx context.Context) {
-	updates, cancel := b.runner.Subscribe()
-	defer cancel()
+	updates := b.runner.Subscribe()
+	defer updates.Cancel()
 	// The last status published per rollout, as a 64-bit hash of its
 	// JSON rather than the JSON itself: one word per rollout instead of
 	// about a kilobyte (10 MB at 10,000 rollouts). A collision could only
@@ -105,22 +105,18 @@ func (b *backend) pumpStatus(ctx context.Context) {
 	seed := maphash.MakeSeed()
 	last := map[api.Key]uint64{}
 	for {
-		select {
-		case <-ctx.Done():
+		u, ok := updates.Next(ctx)
+		if !ok {
 			return
-		case u, ok := <-updates:
-			if !ok {
-				return
-			}
-			st := u.Status
-			seen, _ := json.Marshal(st)
-			sum := maphash.Bytes(seed, seen)
-			if prev, ok := last[u.Key]; ok && prev == sum {
-				continue
-			}
-			last[u.Key] = sum
-			b.broker.Publish(httpapi.Event{Time: time.Now(), Namespace: u.Key.Namespace, Name: u.Key.Name, Type: "status", Message: st.Message, Status: &st})
 		}
+		st := u.Status
+		seen, _ := json.Marshal(st)
+		sum := maphash.Bytes(seed, seen)
+		if prev, ok := last[u.Key]; ok && prev == sum {
+			continue
+		}
+		last[u.Key] = sum
+		b.broker.Publish(httpapi.Event{Time: time.Now(), Namespace: u.Key.Namespace, Name: u.Key.Name, Type: "status", Message: st.Message, Status: &st})
 	}
 }
 

@@ -83,7 +83,7 @@ func (k *kubeParts) loadClusters(o Options, home *rest.Config, client kubernetes
 		}
 		specs = append(specs, s)
 	}
-	lo := clusters.Options{Home: home, Flags: specs, Namespace: o.OwnNamespace(), Limit: limitRate}
+	lo := clusters.Options{Home: home, Flags: specs, Namespace: o.OwnNamespace(), Limit: o.KubeAPI.Apply}
 	if o.ClusterSecrets {
 		lo.Client = client
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/analysis"
 	"github.com/sluice-dev/sluice/controller/alert"
 	"github.com/sluice-dev/sluice/controller/httpapi"
+	"github.com/sluice-dev/sluice/controller/kubeclient"
 	"github.com/sluice-dev/sluice/controller/profiling"
 	"github.com/sluice-dev/sluice/controller/runner"
 	"github.com/sluice-dev/sluice/controller/writeback"
@@ -72,11 +73,18 @@ func New(opts Options) (_ *Daemon, err error) {
 	if err := os.MkdirAll(opts.StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if opts.Kubernetes {
+		// Before the first client (the state store's), so that every
+		// request is counted.
+		if err := kubeclient.Register(reg, d.log); err != nil {
+			return nil, err
+		}
+	}
 	if d.store, err = openStore(opts, d.log); err != nil {
 		return nil, err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := d.build(reg); err != nil {
 		return nil, err
 	}

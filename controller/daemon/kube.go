@@ -69,37 +69,26 @@ func clusterMetrics(reg *prometheus.Registry, cluster string) prometheus.Registe
 	return prometheus.WrapRegistererWith(prometheus.Labels{"cluster": cluster}, reg)
 }
 
-// Client rate limits of every client sluice makes. client-go's default
-// (5 QPS, burst 10) paces bursts: a 20-pod canary is 20 binds and 20
-// events, and with --state-store kubernetes a commit of 100 new rollouts
-// is 100 SluiceRollout creates and their status writes, which at 5 QPS
-// outlast the store's 10 s call timeout and refuse the commit.
-const (
-	kubeQPS   = 100
-	kubeBurst = 200
-)
-
-// limitRate gives a connection sluice's client rate limits.
-func limitRate(cfg *rest.Config) { cfg.QPS, cfg.Burst = kubeQPS, kubeBurst }
-
-// KubeConfig follows the usual loading rules: an explicit file, then
-// $KUBECONFIG, then ~/.kube/config, then the in-cluster service account;
-// every client built from it gets sluice's rate limits.
-func KubeConfig(path string) (*rest.Config, error) {
+// KubeConfig is the home cluster's connection, found by the usual loading
+// rules: --kubeconfig, then $KUBECONFIG, then ~/.kube/config, then the
+// in-cluster service account. Every client built from it gets the client
+// rate limits of --kube-api-qps and --kube-api-burst (client-go's default,
+// 5 QPS, would pace a 20-pod canary's binds over seconds).
+func (o Options) KubeConfig() (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = path
+	rules.ExplicitPath = o.Kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
-	limitRate(cfg)
+	o.KubeAPI.Apply(cfg)
 	return cfg, nil
 }
 
 // newKubeParts connects to the cluster and builds the Kubernetes-mode
 // parts; next is the gateway side of the traffic.
 func newKubeParts(o Options, next runner.Traffic, reg *prometheus.Registry, log *slog.Logger) (*kubeParts, error) {
-	cfg, err := KubeConfig(o.Kubeconfig)
+	cfg, err := o.KubeConfig()
 	if err != nil {
 		return nil, err
 	}

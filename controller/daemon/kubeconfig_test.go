@@ -4,10 +4,13 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/sluice-dev/sluice/controller/kubeclient"
 )
 
 // TestKubeConfigRateLimits: every client sluice builds from the
-// kubeconfig, the state store's included, gets the raised rate limits.
+// kubeconfig gets the rate limits of --kube-api-qps and --kube-api-burst,
+// their defaults when unset.
 // With client-go's default 5 QPS, a commit of 100 new rollouts under
 // --state-store kubernetes outlasted the store's 10 s call timeout and
 // was refused (go run ./e2e/scale -kube -rollouts 100).
@@ -23,11 +26,18 @@ current-context: x
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := KubeConfig(path)
+	cfg, err := Options{Kubeconfig: path}.KubeConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.QPS < kubeQPS || cfg.Burst < kubeBurst {
-		t.Errorf("client rate limits QPS %v, burst %d; want at least %d and %d", cfg.QPS, cfg.Burst, kubeQPS, kubeBurst)
+	if cfg.QPS != kubeclient.DefaultQPS || cfg.Burst != kubeclient.DefaultBurst {
+		t.Errorf("default client rate limits QPS %v, burst %d; want %v and %d", cfg.QPS, cfg.Burst, kubeclient.DefaultQPS, kubeclient.DefaultBurst)
+	}
+	cfg, err = Options{Kubeconfig: path, KubeAPI: kubeclient.Limits{QPS: 30, Burst: 60}}.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.QPS != 30 || cfg.Burst != 60 {
+		t.Errorf("client rate limits QPS %v, burst %d; want the flags' 30 and 60", cfg.QPS, cfg.Burst)
 	}
 }

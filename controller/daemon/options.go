@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/clusters"
 	"github.com/sluice-dev/sluice/controller/httpapi"
+	"github.com/sluice-dev/sluice/controller/kubeclient"
 	"github.com/sluice-dev/sluice/controller/runner"
 	"github.com/sluice-dev/sluice/controller/store/kubestore"
 	"github.com/sluice-dev/sluice/controller/tracing"
@@ -138,6 +139,11 @@ type Options struct {
 	// Kubeconfig is the kubeconfig file; "" follows the usual rules
 	// ($KUBECONFIG, ~/.kube/config, then the in-cluster config).
 	Kubeconfig string
+	// KubeAPI are the client-side rate limits of every connection to an
+	// apiserver (--kube-api-qps, --kube-api-burst; zero fields take
+	// kubeclient's defaults). The state store's connection has none: it
+	// bounds its calls in flight itself (unthrottled).
+	KubeAPI kubeclient.Limits
 	// SchedulePods makes sluice's graph scheduler place the pods of its
 	// ReplicaSets (schedulerName sluice); false leaves them to kube-scheduler.
 	SchedulePods bool
@@ -266,6 +272,9 @@ func (o *Options) defaults() error {
 	}
 	if o.AlertmanagerURL != "" && o.AlertmanagerURLFile != "" {
 		return errors.New("--alertmanager-url and --alertmanager-url-file exclude each other")
+	}
+	if err := o.KubeAPI.Validate(); err != nil {
+		return err
 	}
 	if o.StateStore == "" {
 		o.StateStore = StateStoreBbolt

@@ -54,7 +54,7 @@ func openStore(o Options, log *slog.Logger) (stateStore, error) {
 		}
 		return s, nil
 	}
-	cfg, err := KubeConfig(o.Kubeconfig)
+	cfg, err := o.KubeConfig()
 	if err != nil {
 		return nil, err
 	}

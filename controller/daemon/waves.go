@@ -113,10 +113,14 @@ func (w *waveLoop) signal() {
 
 // run evaluates the wave programs until ctx ends.
 func (w *waveLoop) run(ctx context.Context) error {
-	updates, cancel := w.runner.Subscribe()
-	defer cancel()
+	updates := w.runner.Subscribe()
+	defer updates.Cancel()
 	go func() {
-		for u := range updates {
+		for {
+			u, ok := updates.Next(ctx)
+			if !ok {
+				return
+			}
 			if u.Key.Cluster() != "" {
 				w.poke(u.Key.Parent())
 			}

@@ -113,23 +113,19 @@ func (s *refScaler) observe(key api.Key) { s.queue.Add(key) }
 // readiness reports (observe) queue the rollouts.
 func (s *refScaler) run(ctx context.Context) error {
 	r := s.runner()
-	updates, cancel := r.Subscribe()
-	defer cancel()
+	updates := r.Subscribe()
+	defer updates.Cancel()
 	go func() {
 		<-ctx.Done()
 		s.queue.ShutDown()
 	}()
 	go s.work(ctx)
 	for {
-		select {
-		case <-ctx.Done():
+		u, ok := updates.Next(ctx)
+		if !ok {
 			return nil
-		case u, ok := <-updates:
-			if !ok {
-				return nil
-			}
-			s.observe(u.Key)
 		}
+		s.observe(u.Key)
 	}
 }
 

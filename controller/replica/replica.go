@@ -50,7 +50,7 @@ func Run(ctx context.Context, opts daemon.Options) error {
 	if !opts.LeaderElect {
 		return errors.New("replica.Run needs LeaderElect")
 	}
-	cfg, err := daemon.KubeConfig(opts.Kubeconfig)
+	cfg, err := opts.KubeConfig()
 	if err != nil {
 		return err
 	}

@@ -96,8 +96,6 @@ type Options struct {
 	AckTimeout time.Duration
 	// Now stamps alerts and timer deadlines (default time.Now).
 	Now func() time.Time
-	// SubscriberBuffer is the channel size per subscriber (default 256).
-	SubscriberBuffer int
 	// Limits bound concurrent canaries; a new canary beyond them waits in
 	// a queue (admission.go). Zero: unlimited.
 	Limits Limits
@@ -126,7 +124,7 @@ type Runner struct {
 
 	mu       sync.Mutex
 	rollouts map[api.Key]*entry
-	subs     map[chan Update]struct{}
+	subs     map[*Subscription]struct{}
 	closed   bool
 	started  bool
 	adm      admissionState
@@ -154,9 +152,6 @@ func New(opts Options) (*Runner, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.SubscriberBuffer <= 0 {
-		opts.SubscriberBuffer = 256
-	}
 	if opts.Tracing == nil {
 		opts.Tracing = tracing.Off()
 	}
@@ -166,7 +161,7 @@ func New(opts Options) (*Runner, error) {
 		tracing:  opts.Tracing,
 		tracer:   opts.Tracing.TracerProvider().Tracer(tracerName),
 		rollouts: map[api.Key]*entry{},
-		subs:     map[chan Update]struct{}{},
+		subs:     map[*Subscription]struct{}{},
 		adm:      admissionState{limits: opts.Limits, granting: map[api.Key]bool{}},
 		hosts:    newHostIndex(),
 	}
@@ -269,9 +264,9 @@ func (r *Runner) Close() error {
 		e.stopAll()
 	}
 	r.mu.Lock()
-	for ch := range r.subs {
-		close(ch)
-		delete(r.subs, ch)
+	for s := range r.subs {
+		s.close()
+		delete(r.subs, s)
 	}
 	r.idle.Broadcast()
 	r.mu.Unlock()
@@ -365,37 +360,33 @@ func (r *Runner) List() []rollout.Status {
 	return out
 }
 
-// Subscribe returns a channel receiving every status change, and a cancel
-// function. A subscriber that falls more than SubscriberBuffer updates
-// behind loses the newest ones (logged), so it can never slow a rollout;
-// it can re-read List to catch up. The channel is closed by cancel or Close.
-func (r *Runner) Subscribe() (<-chan Update, func()) {
-	ch := make(chan Update, r.opts.SubscriberBuffer)
+// Subscribe returns a subscription to the status changes from now on,
+// until its Cancel or Close. It never slows a rollout and never loses a
+// rollout's latest status (see Subscription).
+func (r *Runner) Subscribe() *Subscription {
+	s := newSubscription()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		close(ch)
-		return ch, func() {}
+		s.close()
+		return s
 	}
-	r.subs[ch] = struct{}{}
-	return ch, func() {
+	r.subs[s] = struct{}{}
+	s.cancel = func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if _, ok := r.subs[ch]; ok {
-			delete(r.subs, ch)
-			close(ch)
+		if _, ok := r.subs[s]; ok {
+			delete(r.subs, s)
+			s.close()
 		}
 	}
+	return s
 }
 
-// publish sends u to every subscriber without blocking; r.mu is held.
+// publish hands u to every subscriber without blocking; r.mu is held.
 func (r *Runner) publish(u Update) {
-	for ch := range r.subs {
-		select {
-		case ch <- u:
-		default:
-			r.log.Warn("subscriber too slow, update dropped", "rollout", u.Key.String(), "seq", u.Seq)
-		}
+	for s := range r.subs {
+		s.offer(u)
 	}
 }
 

@@ -142,7 +142,22 @@ func (m *Manager) applySet(ctx context.Context, key api.Key, step applyStep, bas
 		m.metrics.applyErrors.WithLabelValues(objectReplicaSet).Inc()
 		return fmt.Errorf("apply replicaset %s: %w", step.Name, err)
 	}
+	if podsLabelled(rs) {
+		return nil
+	}
 	return m.labelAdoptedPods(ctx, key, rs)
+}
+
+// podsLabelled: the ReplicaSet controller has seen the set's current
+// template and counts every pod of the set as carrying the template's
+// labels, sluice's among them (status.fullyLabeledReplicas), so no pod
+// needs labelling and the pod list can be spared: re-applying a set of
+// sluice's costs one request, not two. After an apply that changed the
+// template (an adoption) the generation is ahead of what the controller
+// observed, and the pods are listed.
+func podsLabelled(rs *appsv1.ReplicaSet) bool {
+	return rs.Generation > 0 && rs.Status.ObservedGeneration == rs.Generation &&
+		rs.Status.FullyLabeledReplicas == rs.Status.Replicas
 }
 
 // labelAdoptedPods gives sluice's labels to the pods an adopted ReplicaSet
