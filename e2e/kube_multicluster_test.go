@@ -187,7 +187,12 @@ func (f *fleet) replicas(t *testing.T, cluster string, versions ...string) strin
 
 func (f *fleet) waitReplicas(t *testing.T, cluster, want string, versions ...string) {
 	t.Helper()
-	kubetest.Eventually(t, 90*time.Second, cluster+" at "+want, func() (bool, string) {
+	f.waitReplicasWithin(t, 90*time.Second, cluster, want, versions...)
+}
+
+func (f *fleet) waitReplicasWithin(t *testing.T, timeout time.Duration, cluster, want string, versions ...string) {
+	t.Helper()
+	kubetest.Eventually(t, timeout, cluster+" at "+want, func() (bool, string) {
 		got := f.replicas(t, cluster, versions...)
 		return got == want, got
 	})
@@ -369,8 +374,12 @@ func TestKubeMultiClusterWaves(t *testing.T) {
 	if err := us1.StartAPIServer(); err != nil {
 		t.Fatal(err)
 	}
+	// After its apiserver restarts, us-1's own controllers and watches
+	// reconnect with backoff: under CI load its next canary pod was Ready
+	// 60 s later. Then us-1 passes, eu-2's wave runs (about 12 s), and
+	// the old version goes after the 30 s scale-down delay.
 	for _, c := range []string{"eu-1", "us-1", "eu-2"} {
-		f.waitReplicas(t, c, "v5=0 v6=2", v5, v6)
+		f.waitReplicasWithin(t, 180*time.Second, c, "v5=0 v6=2", v5, v6)
 	}
 	if order := strings.Join(watch.result(), ","); order != "eu-1,us-1,eu-2" {
 		t.Errorf("v6 waves started in order %s; want eu-1,us-1,eu-2", order)
