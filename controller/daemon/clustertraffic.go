@@ -2,7 +2,10 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,52 +25,99 @@ type EndpointSource interface {
 // when the cluster's endpoints change. The state machine decides weights
 // and routes; which pods stand behind each side is the cluster's news,
 // like EDS beside RDS, and needs no state transition.
+//
+// Traffic that would send a side to no endpoint is held, not published:
+// the clients keep their last routes until the side's endpoints are in the
+// cluster's EndpointSlices, which lag the pods' readiness (another
+// controller writes them) most at the moment a Service's selector moves.
 type ClusterTraffic struct {
 	next runner.Traffic
 	eps  EndpointSource
 	log  *slog.Logger
 
-	mu   sync.Mutex
-	last map[api.Key]api.Traffic // the latest traffic the runner asked for
-	held map[api.Key]time.Time   // since when PublishServed holds a rollout's traffic
+	mu    sync.Mutex
+	last  map[api.Key]api.Traffic // the latest traffic the runner asked for
+	held  map[api.Key]*hold       // rollouts whose latest traffic waits for endpoints
+	holds uint64                  // numbers the holds' version tokens
 }
+
+// hold is a rollout's traffic waiting for endpoints. Its token stands in
+// for a gateway version until the traffic is published; done is closed
+// then, with version set to the gateway's.
+type hold struct {
+	since   time.Time
+	side    string
+	token   string
+	done    chan struct{}
+	version string
+}
+
+// heldPrefix starts the version tokens of held traffic; gateway versions
+// are numbers.
+const heldPrefix = "held/"
 
 // NewClusterTraffic publishes to next (the gateway side) with the
 // endpoints eps resolves; log gets the holds and republish failures.
 func NewClusterTraffic(next runner.Traffic, eps EndpointSource, log *slog.Logger) *ClusterTraffic {
-	return &ClusterTraffic{next: next, eps: eps, log: log, last: map[api.Key]api.Traffic{}, held: map[api.Key]time.Time{}}
+	return &ClusterTraffic{next: next, eps: eps, log: log, last: map[api.Key]api.Traffic{}, held: map[api.Key]*hold{}}
 }
 
-// SetTraffic publishes t with the cluster's endpoints of its workloads.
+// SetTraffic publishes t with the cluster's endpoints of its workloads, or
+// holds it until a side that has none gets some (its version is then a
+// token that WaitForAck follows to the publish).
 func (c *ClusterTraffic) SetTraffic(t api.Traffic) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.last[t.Rollout] = t
-	return c.next.SetTraffic(c.eps.ResolveTraffic(t))
+	return c.publish(t)
 }
 
 // WaitForAck waits on the gateway: a republish is a later version, which
-// carries the one waited for.
+// carries the one waited for. Traffic held for endpoints is first waited
+// for until it is published; if that takes the whole wait, the error says
+// which side had no endpoint (and is a deadline, as a slow ACK is).
 func (c *ClusterTraffic) WaitForAck(ctx context.Context, host, version string) error {
+	if h := c.holdOf(version); h != nil {
+		select {
+		case <-h.done:
+			version = h.version
+		case <-ctx.Done():
+			return fmt.Errorf("traffic held: the %s side has no Ready endpoint in the cluster: %w", h.side, ctx.Err())
+		}
+	}
 	return c.next.WaitForAck(ctx, host, version)
 }
 
-// PublishServed publishes t, as SetTraffic does, unless a side that t
-// sends traffic to has no endpoint in the cluster yet: then the clients
-// keep their last routes and EndpointsChanged publishes t once the side
-// has endpoints. A follower (controller/replica) needs it: it learns a weight from the leader's
-// record and the endpoints from its own informers, which may lag behind
-// the leader's, and a weight on a side without endpoints fails calls.
+// holdOf is the hold a version token names (nil for a gateway version).
+func (c *ClusterTraffic) holdOf(version string) *hold {
+	if !strings.HasPrefix(version, heldPrefix) {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, h := range c.held {
+		if h.token == version {
+			return h
+		}
+	}
+	return nil
+}
+
+// PublishServed publishes t as SetTraffic does, holding it while a side
+// has no endpoint, with no ACK to wait for. A follower (controller/replica)
+// needs it: it learns a weight from the leader's record and the endpoints
+// from its own informers, which may lag behind the leader's.
 func (c *ClusterTraffic) PublishServed(t api.Traffic) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.last[t.Rollout] = t
-	return c.republish(t)
+	_, err := c.publish(t)
+	return err
 }
 
 // EndpointsChanged publishes the rollout's latest traffic again with the
-// endpoints the cluster has now. A failure (say, no stable endpoint left)
-// keeps the clients on their last good routes and is logged.
+// endpoints the cluster has now. A failure keeps the clients on their last
+// good routes and is logged.
 func (c *ClusterTraffic) EndpointsChanged(key api.Key) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -75,40 +125,63 @@ func (c *ClusterTraffic) EndpointsChanged(key api.Key) {
 	if !ok || t.Host == "" {
 		return
 	}
-	if err := c.republish(t); err != nil {
+	if _, err := c.publish(t); err != nil {
 		c.log.Warn("republish traffic with new endpoints", "rollout", key.String(), "err", err)
 	}
 }
 
-// republish resolves t's endpoints and publishes it unless a weighted side
-// has none (c.mu held).
-func (c *ClusterTraffic) republish(t api.Traffic) error {
+// publish resolves t's endpoints and publishes it, or holds it while a
+// side has none (c.mu held). It returns the gateway's version, or the
+// hold's token.
+func (c *ClusterTraffic) publish(t api.Traffic) (string, error) {
 	resolved := c.eps.ResolveTraffic(t)
 	if side := unservedSide(resolved); side != "" {
-		// Logged at Info once per hold: a held weight delays this
-		// replica's clients, and the leader's step that waits for their
-		// ACK, behind the leader's (issue 13's propagation delay).
-		if _, ok := c.held[t.Rollout]; !ok {
-			c.held[t.Rollout] = time.Now()
-			c.log.Info("traffic held until its endpoints are Ready", "rollout", t.Rollout.String(), "side", side,
-				"canary", t.Weights.Canary, "baseline", t.Weights.Baseline)
-		}
-		return nil
+		return c.hold(t, side).token, nil
 	}
-	if _, err := c.next.SetTraffic(resolved); err != nil {
-		return err
+	version, err := c.next.SetTraffic(resolved)
+	if err != nil {
+		return "", err
 	}
-	if since, ok := c.held[t.Rollout]; ok {
-		delete(c.held, t.Rollout)
-		c.log.Info("held traffic published", "rollout", t.Rollout.String(), "held", time.Since(since).Round(time.Millisecond).String())
-	}
-	return nil
+	c.release(t.Rollout, version)
+	return version, nil
 }
 
-// unservedSide names a side with a weight but no endpoint ("" when none).
-// The stable side is the gateway's check (it refuses the traffic).
+// hold starts (or keeps) the hold of t's rollout. It is logged at Info
+// once per hold: a held weight delays the clients, and a step waiting for
+// their ACK (on a follower, behind the leader: issue 13's propagation
+// delay).
+func (c *ClusterTraffic) hold(t api.Traffic, side string) *hold {
+	if h, ok := c.held[t.Rollout]; ok {
+		h.side = side
+		return h
+	}
+	c.holds++
+	h := &hold{since: time.Now(), side: side, token: heldPrefix + strconv.FormatUint(c.holds, 10), done: make(chan struct{})}
+	c.held[t.Rollout] = h
+	c.log.Info("traffic held until its endpoints are Ready", "rollout", t.Rollout.String(), "side", side,
+		"stable", t.Weights.Stable, "canary", t.Weights.Canary, "baseline", t.Weights.Baseline)
+	return h
+}
+
+// release ends the rollout's hold, if any, with the version published.
+func (c *ClusterTraffic) release(key api.Key, version string) {
+	h, ok := c.held[key]
+	if !ok {
+		return
+	}
+	delete(c.held, key)
+	h.version = version
+	close(h.done)
+	c.log.Info("held traffic published", "rollout", key.String(), "held", time.Since(h.since).Round(time.Millisecond).String())
+}
+
+// unservedSide names a side of the cluster's workloads that would get
+// traffic but has no endpoint ("" when none). The stable side always
+// needs endpoints: the gateway refuses a cluster without any.
 func unservedSide(t api.Traffic) string {
 	switch {
+	case t.StableWorkload != "" && len(t.StableEndpoints) == 0:
+		return "stable"
 	case t.Weights.Canary > 0 && len(t.CanaryEndpoints) == 0:
 		return "canary"
 	case t.Weights.Baseline > 0 && len(t.BaselineEndpoints) == 0:

@@ -3,10 +3,14 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice/api"
 )
@@ -91,5 +95,74 @@ func TestFollowerHoldsTrafficUntilEndpoints(t *testing.T) {
 		if n := strings.Count(logs.String(), msg); n != 1 {
 			t.Errorf("%d log lines %s, want 1; logs:\n%s", n, msg, logs.String())
 		}
+	}
+}
+
+// ackLog is a gateway that records which versions were waited for.
+type ackLog struct {
+	publishLog
+	mu     sync.Mutex
+	waited []string
+}
+
+func (a *ackLog) SetTraffic(t api.Traffic) (string, error) {
+	a.got = append(a.got, t)
+	return fmt.Sprint(len(a.got)), nil
+}
+
+func (a *ackLog) WaitForAck(_ context.Context, _, version string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.waited = append(a.waited, version)
+	return nil
+}
+
+// TestClusterTrafficHoldsStepUntilEndpoints: the runner's traffic for a
+// step whose side has no endpoint yet (an EndpointSlice behind the pods'
+// readiness, as when a Service's selector has just moved) is not sent to
+// the gateway, which would refuse a stable side without endpoints or fail
+// calls to an empty canary; the step's ACK wait follows the hold to the
+// publish, and a hold that outlasts the wait says which side it was.
+func TestClusterTrafficHoldsStepUntilEndpoints(t *testing.T) {
+	for _, side := range []string{"stable", "canary"} {
+		t.Run(side, func(t *testing.T) {
+			eps := endpointsByHash{"h1": {"10.244.0.1:8080"}, "h2": {"10.244.0.2:8080"}}
+			missing := map[string]string{"stable": "h1", "canary": "h2"}[side]
+			delete(eps, missing)
+			gw := &ackLog{}
+			c := NewClusterTraffic(gw, eps, slog.New(slog.DiscardHandler))
+			key := api.Key{Namespace: "shop", Name: "checkout"}
+			tr := api.Traffic{Rollout: key, Host: "checkout.shop", StableWorkload: "h1", CanaryWorkload: "h2", Weights: api.CanaryWeights(50)}
+			version, err := c.SetTraffic(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(gw.got) != 0 {
+				t.Fatalf("published %+v while the %s side had no endpoint", gw.got, side)
+			}
+			short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			defer cancel()
+			if err := c.WaitForAck(short, tr.Host, version); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "the "+side+" side has no Ready endpoint") {
+				t.Errorf("wait on a hold that outlasts it: %v; want a deadline naming the %s side", err, side)
+			}
+			acked := make(chan error, 1)
+			go func() { acked <- c.WaitForAck(context.Background(), tr.Host, version) }()
+			select {
+			case err := <-acked:
+				t.Fatalf("ACK wait returned %v before the traffic was published", err)
+			case <-time.After(20 * time.Millisecond):
+			}
+			eps[missing] = []string{"10.244.0.9:8080"}
+			c.EndpointsChanged(key)
+			if err := <-acked; err != nil {
+				t.Fatal(err)
+			}
+			if len(gw.got) != 1 || gw.got[0].Weights != tr.Weights {
+				t.Fatalf("published %+v; want the step's traffic once", gw.got)
+			}
+			if !slices.Equal(gw.waited, []string{"1"}) {
+				t.Errorf("waited for versions %v; want the publish's version 1", gw.waited)
+			}
+		})
 	}
 }

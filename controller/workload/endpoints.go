@@ -15,8 +15,8 @@ import (
 // Endpoints are the Ready, non-terminating endpoints ("ip:port", sorted)
 // of one version of a rollout, and the zone of each that has one.
 //
-// When the last Scale pinned one of the rollout's Services to hash, they
-// come from that Service's EndpointSlices (the first port of each slice;
+// When the last Scale pinned some of the rollout's Services to hash, they
+// come from those Services' EndpointSlices (the first port of each slice;
 // endpoints with conditions.ready false or terminating true are left out,
 // and so are those whose pod is being deleted or runs another hash while
 // the slice catches up with the selector). Otherwise they come from the
@@ -25,8 +25,14 @@ import (
 // endpoint's zone, else the topology.kubernetes.io/zone label of the node.
 func (m *Manager) Endpoints(key api.Key, hash string) (addrs []string, zones map[string]string) {
 	var eps []endpoint
-	if svc := m.pinsOf(key).serviceFor(hash); svc != "" {
-		eps = m.sliceEndpoints(key.Namespace, svc, hash)
+	if svcs := m.pinsOf(key).servicesFor(hash); len(svcs) > 0 {
+		// Every Service pinned to the hash counts: the EndpointSlices of
+		// each lag the pods by their own delay, and once a canary starts
+		// the stable hash keeps only one of them, so which one answered
+		// before must not be left to a map's order.
+		for _, svc := range svcs {
+			eps = append(eps, m.sliceEndpoints(key.Namespace, svc, hash)...)
+		}
 	} else {
 		eps = m.podEndpoints(key, hash)
 	}

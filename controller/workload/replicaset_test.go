@@ -2,6 +2,7 @@ package workload
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -112,6 +113,14 @@ func TestWantedPins(t *testing.T) {
 				t.Errorf("pins = %v, want %v", got, tt.want)
 			}
 		})
+	}
+	// Both Services on the stable hash: both are read, in a fixed order
+	// (a map's order once decided which one's EndpointSlices counted).
+	pins := servicePins{hashOf: map[string]string{"co-stable": "h1", "co-canary": "h1"}}
+	for range 10 {
+		if got := pins.servicesFor("h1"); !slices.Equal(got, []string{"co-canary", "co-stable"}) {
+			t.Fatalf("servicesFor(h1) = %v", got)
+		}
 	}
 }
 

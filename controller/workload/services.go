@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -18,15 +19,18 @@ type servicePins struct {
 	hashOf map[string]string
 }
 
-// serviceFor is the Service pinned to hash ("" when none is: the
-// endpoints then come from the pods).
-func (p servicePins) serviceFor(hash string) string {
+// servicesFor are the Services pinned to hash, sorted (none: the
+// endpoints then come from the pods). With no canary running both Services
+// select the stable hash.
+func (p servicePins) servicesFor(hash string) []string {
+	var out []string
 	for svc, h := range p.hashOf {
 		if h == hash {
-			return svc
+			out = append(out, svc)
 		}
 	}
-	return ""
+	slices.Sort(out)
+	return out
 }
 
 // wantedPins pins stableService to the stable set's hash and canaryService
