@@ -38,11 +38,72 @@ type sotwResponse struct {
 	key   string
 	res   []*resource // sorted by name
 	nonce string
-	msg   *discoveryv3.DiscoveryResponse
+	encoded
 
+	// partials are the responses carrying only the resources that changed
+	// since the response whose nonce is the key (*encoded): for the types
+	// partialInSotW, shared by the streams that ACKed the same response.
+	partials sync.Map
+}
+
+// encoded is a response message, encoded at most once for all the streams
+// that send it.
+type encoded struct {
+	msg  *discoveryv3.DiscoveryResponse
 	once sync.Once
 	pm   *grpc.PreparedMsg
 	err  error
+}
+
+// send sends the message, encoded once when the stream allows sharing.
+func (e *encoded) send(gs grpc.ServerStream, shared bool) error {
+	if !shared {
+		return gs.SendMsg(e.msg)
+	}
+	e.once.Do(func() {
+		pm := &grpc.PreparedMsg{}
+		if e.err = pm.Encode(gs, e.msg); e.err == nil {
+			e.pm = pm
+		}
+	})
+	if e.pm != nil {
+		return gs.SendMsg(e.pm)
+	}
+	return gs.SendMsg(e.msg)
+}
+
+// since is the message of r for a client that ACKed base and was last
+// sent sent: only the resources whose content differs from either, under
+// r's version and nonce (so its ACK is r's). What the client holds is
+// base's content for the names that were in every response since, and
+// sent's if it applied sent without an ACK yet; a resource it NACKed or
+// dropped from its subscription is missing from sent or unequal to base's.
+// It is r's own message when every resource is new to the client, or when
+// none is (a resource left the subscription: the complete list says so
+// where a partial one cannot).
+func (r *sotwResponse) since(base, sent *sotwResponse) *encoded {
+	if base == nil || sent == nil {
+		return &r.encoded
+	}
+	cacheKey := base.nonce + "\x00" + sent.nonce
+	if v, ok := r.partials.Load(cacheKey); ok {
+		return v.(*encoded)
+	}
+	var changed []*resource
+	for _, x := range r.res {
+		if base.find(x.name) != x || sent.find(x.name) != x {
+			changed = append(changed, x)
+		}
+	}
+	if len(changed) == 0 || len(changed) == len(r.res) {
+		return &r.encoded
+	}
+	e := &encoded{msg: &discoveryv3.DiscoveryResponse{VersionInfo: r.msg.GetVersionInfo(), TypeUrl: r.msg.GetTypeUrl(), Nonce: r.nonce}}
+	for _, x := range changed {
+		e.msg.Resources = append(e.msg.Resources, x.any)
+	}
+	v, _ := r.partials.LoadOrStore(cacheKey, e)
+	return v.(*encoded)
 }
 
 func (r *sotwResponse) find(name string) *resource {
@@ -401,22 +462,14 @@ func (s *Server) sotwSend(gs grpc.ServerStream, st *stream, t typeIdx) error {
 	if w.lastSent != nil && (w.lastSent == r || w.lastSent.sameContent(r)) {
 		return nil
 	}
-	var err error
-	if st.shared {
-		r.once.Do(func() {
-			pm := &grpc.PreparedMsg{}
-			if r.err = pm.Encode(gs, r.msg); r.err == nil {
-				r.pm = pm
-			}
-		})
-		if r.pm != nil {
-			err = gs.SendMsg(r.pm)
-		} else {
-			err = gs.SendMsg(r.msg)
-		}
-	} else {
-		err = gs.SendMsg(r.msg)
+	msg := &r.encoded
+	if t.partialInSotW() && !w.wildcard {
+		st.mu.Lock()
+		acked := w.acked
+		st.mu.Unlock()
+		msg = r.since(acked, w.lastSent)
 	}
+	err := msg.send(gs, st.shared)
 	if err != nil {
 		return fmt.Errorf("send %s: %w", ts.url, err)
 	}

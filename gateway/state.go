@@ -47,6 +47,15 @@ func typeOf(url string) (typeIdx, bool) {
 // Envoy takes route scopes by wildcard too.
 func (t typeIdx) wildcardable() bool { return t == cds || t == lds || t == srds }
 
+// partialInSotW types may get, over state of the world, only the resources
+// that changed: the xDS protocol asks the complete state only of Listener
+// and Cluster ("Grouping Resources into Responses"; grpc-go and C-core
+// call it AllResourcesRequiredInSotW). A client subscribed to many routes
+// by name, as Envoy is to one RouteConfiguration per scope, then receives
+// a one-rollout change, not every route. Envoy takes route scopes as the
+// complete state, so srds is not one.
+func (t typeIdx) partialInSotW() bool { return t == rds || t == eds }
+
 // resource is one immutable, packed resource. A resource whose content does
 // not change between generations keeps the same pointer, so comparing
 // pointers compares content.
