@@ -44,6 +44,7 @@ func clientsMain(args []string) error {
 	fs := flag.NewFlagSet("clients", flag.ExitOnError)
 	addr := fs.String("addr", "", "xds server address")
 	n := fs.Int("n", 1000, "streams (one connection each)")
+	delta := fs.Bool("delta", false, "incremental xDS streams instead of state of the world")
 	_ = fs.Parse(args)
 	var out sync.Mutex
 	say := func(format string, a ...any) {
@@ -64,12 +65,12 @@ func clientsMain(args []string) error {
 			return err
 		}
 		defer cc.Close()
-		s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
+		follow, err := open(ctx, cc, *delta)
 		if err != nil {
 			return fmt.Errorf("stream %d: %w", i, err)
 		}
 		go func() {
-			err := stream(s, fmt.Sprintf("client-%d", i), func(k int, recv, ack int64) {
+			err := follow(fmt.Sprintf("client-%d", i), func(k int, recv, ack int64) {
 				if k == 0 {
 					<-sem
 					if ready.Add(1) == int64(*n) {
@@ -102,9 +103,21 @@ func clientsMain(args []string) error {
 	}
 }
 
-// stream runs one client: LDS then RDS, ACKing everything; on each route
+// open opens one stream of the variant asked for and returns the function
+// that runs it (see sotwStream, deltaStream).
+func open(ctx context.Context, cc *grpc.ClientConn, delta bool) (func(node string, seen func(k int, recv, ack int64)) error, error) {
+	ads := discoveryv3.NewAggregatedDiscoveryServiceClient(cc)
+	if delta {
+		s, err := ads.DeltaAggregatedResources(ctx)
+		return func(node string, seen func(k int, recv, ack int64)) error { return deltaStream(s, node, seen) }, err
+	}
+	s, err := ads.StreamAggregatedResources(ctx)
+	return func(node string, seen func(k int, recv, ack int64)) error { return sotwStream(s, node, seen) }, err
+}
+
+// sotwStream runs one client: LDS then RDS, ACKing everything; on each route
 // response it calls seen(k, receive time, ack time), k counting from 0.
-func stream(s grpc.BidiStreamingClient[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse], node string, seen func(k int, recv, ack int64)) error {
+func sotwStream(s grpc.BidiStreamingClient[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse], node string, seen func(k int, recv, ack int64)) error {
 	names := map[string][]string{resourcev3.ListenerType: {benchHost}, resourcev3.RouteType: {benchHost}}
 	if err := s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.ListenerType, ResourceNames: names[resourcev3.ListenerType], Node: &corev3.Node{Id: node}}); err != nil {
 		return err
@@ -124,6 +137,38 @@ func stream(s grpc.BidiStreamingClient[discoveryv3.DiscoveryRequest, discoveryv3
 		case resourcev3.ListenerType:
 			if listeners == 0 {
 				if err := s.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.RouteType, ResourceNames: names[resourcev3.RouteType]}); err != nil {
+					return err
+				}
+			}
+			listeners++
+		case resourcev3.RouteType:
+			seen(routes, recv, ack)
+			routes++
+		}
+	}
+}
+
+// deltaStream is sotwStream over incremental xDS: it subscribes to the
+// listener, then to the route, and ACKs every response by its nonce.
+func deltaStream(s grpc.BidiStreamingClient[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse], node string, seen func(k int, recv, ack int64)) error {
+	if err := s.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.ListenerType, ResourceNamesSubscribe: []string{benchHost}, Node: &corev3.Node{Id: node}}); err != nil {
+		return err
+	}
+	routes, listeners := 0, 0
+	for {
+		r, err := s.Recv()
+		if err != nil {
+			return err
+		}
+		recv := time.Now().UnixNano()
+		if err := s.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()}); err != nil {
+			return err
+		}
+		ack := time.Now().UnixNano()
+		switch r.GetTypeUrl() {
+		case resourcev3.ListenerType:
+			if listeners == 0 {
+				if err := s.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.RouteType, ResourceNamesSubscribe: []string{benchHost}}); err != nil {
 					return err
 				}
 			}

@@ -24,6 +24,7 @@ func main() {
 	impls := fs.String("impl", "floor,stock,sluice", "server implementations, comma separated")
 	changes := fs.Int("changes", 7, "weight changes per run (the median is reported)")
 	perProc := fs.Int("per-process", 5000, "client streams per client process (one connection each)")
+	variants := fs.String("xds", "sotw,delta", "xDS variants of the client streams, comma separated: sotw (state of the world), delta (incremental); one after the other")
 	_ = fs.Parse(os.Args[1:])
 	var counts []int
 	for _, s := range strings.Split(*ns, ",") {
@@ -33,7 +34,18 @@ func main() {
 		}
 		counts = append(counts, n)
 	}
-	exit(run(counts, strings.Split(*impls, ","), *changes, *perProc))
+	var deltas []bool
+	for _, v := range strings.Split(*variants, ",") {
+		switch strings.TrimSpace(v) {
+		case "sotw":
+			deltas = append(deltas, false)
+		case "delta":
+			deltas = append(deltas, true)
+		default:
+			exit(fmt.Errorf("bad -xds %q: sotw or delta", v))
+		}
+	}
+	exit(run(counts, strings.Split(*impls, ","), deltas, *changes, *perProc))
 }
 
 func exit(err error) {

@@ -81,6 +81,7 @@ func (p *proc) stop() {
 
 type result struct {
 	impl         string
+	xds          string // sotw or delta
 	n            int
 	recv, ack    time.Duration // medians
 	best         time.Duration // fastest change → last ACK
@@ -88,14 +89,16 @@ type result struct {
 	recvs, acks  []time.Duration
 }
 
-func run(counts []int, impls []string, changes, perProc int) error {
+func run(counts []int, impls []string, deltas []bool, changes, perProc int) error {
 	var results []result
 	for _, n := range counts {
-		rs, err := runN(impls, n, changes, perProc)
-		if err != nil {
-			return fmt.Errorf("n=%d: %w", n, err)
+		for _, delta := range deltas {
+			rs, err := runN(impls, n, delta, changes, perProc)
+			if err != nil {
+				return fmt.Errorf("n=%d %s: %w", n, variant(delta), err)
+			}
+			results = append(results, rs...)
 		}
-		results = append(results, rs...)
 	}
 	report(results)
 	return nil
@@ -120,7 +123,7 @@ func (t *target) stop() {
 // once (idle streams cost no CPU) and the changes are interleaved, in a
 // shuffled order per round, so load from anything else on the machine hits
 // all implementations alike.
-func runN(impls []string, n, changes, perProc int) ([]result, error) {
+func runN(impls []string, n int, delta bool, changes, perProc int) ([]result, error) {
 	var targets []*target
 	defer func() {
 		for _, t := range targets {
@@ -128,7 +131,7 @@ func runN(impls []string, n, changes, perProc int) ([]result, error) {
 		}
 	}()
 	for _, impl := range impls {
-		t, err := setup(strings.TrimSpace(impl), n, perProc)
+		t, err := setup(strings.TrimSpace(impl), n, delta, perProc)
 		if t != nil {
 			targets = append(targets, t)
 		}
@@ -149,18 +152,26 @@ func runN(impls []string, n, changes, perProc int) ([]result, error) {
 	for _, t := range targets {
 		t.res.recv, t.res.ack = median(t.res.recvs), median(t.res.acks)
 		t.res.best = slices.Min(t.res.acks)
-		fmt.Fprintf(os.Stderr, "%-6s n=%-6d median recv %v ack %v (acks: %v)\n", t.res.impl, n, t.res.recv, t.res.ack, t.res.acks)
+		fmt.Fprintf(os.Stderr, "%-6s %-5s n=%-6d median recv %v ack %v (acks: %v)\n", t.res.impl, t.res.xds, n, t.res.recv, t.res.ack, t.res.acks)
 		out = append(out, t.res)
 	}
 	return out, nil
 }
 
-func setup(impl string, n, perProc int) (*target, error) {
+// variant names a client stream's xDS variant.
+func variant(delta bool) string {
+	if delta {
+		return "delta"
+	}
+	return "sotw"
+}
+
+func setup(impl string, n int, delta bool, perProc int) (*target, error) {
 	srv, err := start("server", "-impl", impl)
 	if err != nil {
 		return nil, err
 	}
-	t := &target{res: result{impl: impl, n: n}, srv: srv}
+	t := &target{res: result{impl: impl, xds: variant(delta), n: n}, srv: srv}
 	f, err := srv.expect("addr ", 30*time.Second)
 	if err != nil {
 		return t, err
@@ -171,7 +182,7 @@ func setup(impl string, n, perProc int) (*target, error) {
 		return t, err
 	}
 	for left := n; left > 0; left -= perProc {
-		c, err := start("clients", "-addr", addr, "-n", strconv.Itoa(min(left, perProc)))
+		c, err := start("clients", "-addr", addr, "-n", strconv.Itoa(min(left, perProc)), "-delta="+strconv.FormatBool(delta))
 		if err != nil {
 			return t, err
 		}
@@ -233,19 +244,19 @@ func median(d []time.Duration) time.Duration {
 func report(rs []result) {
 	byKey := map[string]result{}
 	for _, r := range rs {
-		byKey[fmt.Sprintf("%s/%d", r.impl, r.n)] = r
+		byKey[fmt.Sprintf("%s/%s/%d", r.impl, r.xds, r.n)] = r
 	}
-	fmt.Println("| N | impl | change → last receive (median) | change → last ACK (median) | best → last ACK | vs stock (median ACK) | vs floor (median ACK) | memory / idle stream |")
-	fmt.Println("|---|---|---|---|---|---|---|---|")
+	fmt.Println("| N | xDS | impl | change → last receive (median) | change → last ACK (median) | best → last ACK | vs stock (median ACK) | vs floor (median ACK) | memory / idle stream |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rs {
 		ratio := func(base string) string {
-			b, ok := byKey[fmt.Sprintf("%s/%d", base, r.n)]
+			b, ok := byKey[fmt.Sprintf("%s/%s/%d", base, r.xds, r.n)]
 			if !ok || r.ack == 0 {
 				return "-"
 			}
 			return fmt.Sprintf("%.2f×", float64(b.ack)/float64(r.ack))
 		}
-		fmt.Printf("| %d | %s | %v | %v | %v | %s | %s | %.1f KiB |\n", r.n, r.impl,
+		fmt.Printf("| %d | %s | %s | %v | %v | %v | %s | %s | %.1f KiB |\n", r.n, r.xds, r.impl,
 			r.recv.Round(100*time.Microsecond), r.ack.Round(100*time.Microsecond), r.best.Round(100*time.Microsecond),
 			ratio("stock"), ratio("floor"), r.memPerStream/1024)
 	}

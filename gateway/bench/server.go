@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/gateway"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -171,10 +172,13 @@ type floorState struct {
 	changed  chan struct{} // closed when the next state is published
 	listener *discoveryv3.DiscoveryResponse
 	route    *encoded
+	// the same over incremental xDS
+	deltaListener *discoveryv3.DeltaDiscoveryResponse
+	deltaRoute    *encoded
 }
 
 type encoded struct {
-	msg  *discoveryv3.DiscoveryResponse
+	msg  proto.Message
 	once sync.Once
 	pm   *grpc.PreparedMsg
 }
@@ -218,6 +222,10 @@ func (f *floor) set(canary int32) error {
 		changed:  make(chan struct{}),
 		listener: &discoveryv3.DiscoveryResponse{VersionInfo: "1", TypeUrl: resourcev3.ListenerType, Nonce: "l", Resources: []*anypb.Any{l}},
 		route:    &encoded{msg: &discoveryv3.DiscoveryResponse{VersionInfo: v, TypeUrl: resourcev3.RouteType, Nonce: v, Resources: []*anypb.Any{r}}},
+		deltaListener: &discoveryv3.DeltaDiscoveryResponse{TypeUrl: resourcev3.ListenerType, Nonce: "l",
+			Resources: []*discoveryv3.Resource{{Name: benchHost, Version: "1", Resource: l}}},
+		deltaRoute: &encoded{msg: &discoveryv3.DeltaDiscoveryResponse{TypeUrl: resourcev3.RouteType, Nonce: v,
+			Resources: []*discoveryv3.Resource{{Name: benchHost, Version: v, Resource: r}}}},
 	})
 	close(old.changed)
 	return nil
@@ -261,6 +269,53 @@ func (f *floor) StreamAggregatedResources(gs grpc.BidiStreamingServer[discoveryv
 			st = f.state.Load()
 			if routes {
 				if err := st.route.send(gs); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// DeltaAggregatedResources is StreamAggregatedResources over incremental
+// xDS: the listener once, then the route on each change.
+func (f *floor) DeltaAggregatedResources(gs grpc.BidiStreamingServer[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse]) error {
+	reqs := make(chan *discoveryv3.DeltaDiscoveryRequest, 4)
+	errc := make(chan error, 1)
+	go func() {
+		for {
+			r, err := gs.Recv()
+			if err != nil {
+				errc <- err
+				return
+			}
+			reqs <- r
+		}
+	}()
+	st := f.state.Load()
+	routes := false
+	for {
+		select {
+		case err := <-errc:
+			return err
+		case r := <-reqs:
+			if len(r.GetResourceNamesSubscribe()) == 0 {
+				continue // ACK
+			}
+			switch r.GetTypeUrl() {
+			case resourcev3.ListenerType:
+				if err := gs.Send(st.deltaListener); err != nil {
+					return err
+				}
+			case resourcev3.RouteType:
+				routes = true
+				if err := st.deltaRoute.send(gs); err != nil {
+					return err
+				}
+			}
+		case <-st.changed:
+			st = f.state.Load()
+			if routes {
+				if err := st.deltaRoute.send(gs); err != nil {
 					return err
 				}
 			}
