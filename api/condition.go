@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"regexp"
 	"strconv"
+	"sync"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/file"
@@ -77,12 +78,46 @@ var conditionOptions = []expr.Option{
 // CompileCondition compiles a successCondition or failureCondition. The
 // program must yield a bool; `result` is the measurement. Helpers: len,
 // isNaN, isInf, isNil, default, asInt, asFloat, and expr's built-ins.
+// A compiled program is shared: it is read-only once compiled (expr runs
+// each in a VM of its own).
 func CompileCondition(src string) (*vm.Program, error) {
+	if p := compiledConditions.get(src); p != nil {
+		return p, nil
+	}
 	p, err := expr.Compile(src, conditionOptions...)
 	if err != nil {
 		return nil, fmt.Errorf("condition %q: %w", src, unwrapExprError(err))
 	}
+	compiledConditions.put(src, p)
 	return p, nil
+}
+
+// compiledConditions keeps programs by source: every canary of a commit
+// starts runs of the same conditions, and compiling them again was 2 % of
+// the daemon's CPU in a 1,000-rollout commit.
+var compiledConditions = conditionCache{programs: map[string]*vm.Program{}}
+
+// maxCachedConditions bounds the cache; when it is full it starts over.
+const maxCachedConditions = 1024
+
+type conditionCache struct {
+	mu       sync.Mutex
+	programs map[string]*vm.Program
+}
+
+func (c *conditionCache) get(src string) *vm.Program {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.programs[src]
+}
+
+func (c *conditionCache) put(src string, p *vm.Program) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.programs) >= maxCachedConditions {
+		clear(c.programs)
+	}
+	c.programs[src] = p
 }
 
 // conditionArg matches an argument placeholder inside a condition.

@@ -30,8 +30,9 @@ type deltaType struct {
 	ackNonce   string // nonce of the last response ACKed (ClientsOf)
 	// caughtUp says the stream was sent everything of generation synced of
 	// this type for its subscription; a subscription change clears it.
-	// From there a publish is compared on its changed names only, so one
-	// change costs a wildcard subscriber O(changes), not O(resources).
+	// From there a publish is compared on the names changed since synced
+	// only (changelog.go), so one change costs a wildcard subscriber
+	// O(changes), not O(resources).
 	caughtUp bool
 	synced   uint64
 }
@@ -222,8 +223,8 @@ func (s *Server) deltaSend(gs grpc.ServerStream, st *stream, t typeIdx) error {
 		return nil
 	}
 	var out deltaSent
-	if d.caughtUp && d.synced == ts.prevGen {
-		for _, n := range ts.changed {
+	if names, ok := d.changedSince(ts); ok {
+		for _, n := range names {
 			d.compare(ts, n, &out)
 		}
 	} else {
@@ -326,6 +327,16 @@ func (d *deltaType) compare(ts *typeSet, name string, out *deltaSent) {
 	case r != nil && (d.wildcard || d.names[name]) && d.sent[name] != r.version:
 		out.res = append(out.res, r)
 	}
+}
+
+// changedSince returns the names of ts changed since the generation the
+// stream was last synced to, when it was caught up and ts's log reaches
+// back that far.
+func (d *deltaType) changedSince(ts *typeSet) ([]string, bool) {
+	if !d.caughtUp || ts.log == nil {
+		return nil, false
+	}
+	return ts.log.since(d.synced)
 }
 
 // compareAll compares the whole subscription: after a subscription change,

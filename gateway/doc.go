@@ -43,8 +43,9 @@
 // its own version, so a weight change re-sends only route configurations.
 // A generation lives in immutable radix trees that share all but the
 // changed paths with the previous one: publishing one change costs
-// O(log n) in the number of rollouts, and a delta stream that is caught up
-// compares only the names that changed.
+// O(log n) in the number of rollouts, and a delta stream that is caught up,
+// or a few generations behind, compares only the names that changed since
+// (changelog.go).
 // Streams are woken without blocking the publisher; a slow stream only ever
 // gets the newest state. A state-of-the-world response is encoded once per
 // distinct subscription and generation and the same bytes are written to

@@ -178,7 +178,7 @@ func (b *genBuilder) commit() (*snapshot, bool) {
 		}
 		changed = true
 		slices.Sort(names)
-		n.types[t] = &typeSet{url: typeURLs[t], gen: b.gen, tree: b.types[t].Commit(), prevGen: old.gen, changed: names}
+		n.types[t] = &typeSet{url: typeURLs[t], gen: b.gen, tree: b.types[t].Commit(), log: newChangeLog(old.gen, names, old.log)}
 	}
 	return n, changed
 }

@@ -96,11 +96,10 @@ type typeSet struct {
 	url  string
 	gen  uint64 // generation of the last change to this type
 	tree *iradix.Tree[*resource]
-	// prevGen is the generation of the set this one was made from, and
-	// changed the names added, changed or removed since: a delta stream
-	// that has prevGen looks at those names only.
-	prevGen uint64
-	changed []string
+	// log holds the names changed since the set this one was made from,
+	// and before it (changelog.go): a delta stream at one of those
+	// generations looks at those names only. Nil for an empty set.
+	log *changeLog
 
 	sortOnce sync.Once
 	sorted   []*resource // all, by name; built on first use (wildcard responses)

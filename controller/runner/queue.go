@@ -34,6 +34,9 @@ type entry struct {
 	// stamps are the times stored with the state (record.go); guarded by
 	// Runner.mu like state.
 	stamps stamps
+	// specs holds the JSON of the specs last stored, while a canary runs
+	// (record.go); the worker's.
+	specs specCache
 }
 
 // Back-off of an internal event whose new state could not be persisted.
@@ -215,7 +218,7 @@ func (r *Runner) process(e *entry, j job) (res result) {
 			rec.Alerts = append(rec.Alerts, n.Alert)
 		}
 	}
-	b, err := encodeRecord(rec)
+	b, err := encodeRecord(rec, &e.specs)
 	if err == nil {
 		err = r.save(e.key, b)
 	}
@@ -237,6 +240,11 @@ func (r *Runner) process(e *entry, j job) (res result) {
 	}
 	e.saveFailures = 0
 	e.deadlines = rec.Deadlines
+	if next.Phase == rollout.PhaseHealthy {
+		// Its specs are not stored again until its next change: ten
+		// thousand idle rollouts keep no copies.
+		e.specs = specCache{}
+	}
 	r.mu.Lock()
 	e.state, e.stamps = next, times
 	r.adm.track(old, next)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/rollout"
 )
 
@@ -62,12 +63,72 @@ func rfc3339(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-func encodeRecord(r record) ([]byte, error) {
+// encodeRecord encodes r, taking the JSON of its state's specs from specs
+// (nil: encode them).
+func encodeRecord(r record, specs *specCache) ([]byte, error) {
 	r.Schema = recordSchema
-	b, err := json.Marshal(r)
+	out := encodedRecord{record: r, State: specJSONState{State: r.State}}
+	var err error
+	if out.State.Spec, err = specs.encode(r.State.Spec); err == nil {
+		out.State.StableSpec, err = specs.encode(r.State.StableSpec)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("encode rollout %s: %w", r.State.Key, err)
 	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("encode rollout %s: %w", r.State.Key, err)
+	}
+	return b, nil
+}
+
+// encodedRecord is a record whose state's specs are ready JSON. Its
+// fields take the place of the embedded ones of the same JSON names
+// (encoding/json prefers the shallower field), so it decodes as a record.
+type encodedRecord struct {
+	record
+	State specJSONState `json:"state"`
+}
+
+type specJSONState struct {
+	rollout.State
+	Spec       json.RawMessage `json:"spec,omitempty"`
+	StableSpec json.RawMessage `json:"stableSpec,omitempty"`
+}
+
+// specCache keeps the JSON of the specs of a rollout's last record. Every
+// transition of a canary stores the same spec and stable spec again, and
+// encoding them was most of the cost of a record (a fifth of the runner's
+// CPU in a 1,000-rollout commit). A spec is never changed in place (the
+// machine replaces the pointer), so the pointer identifies its bytes.
+type specCache struct {
+	specs [2]encodedSpec
+	next  int // the slot replaced next
+}
+
+type encodedSpec struct {
+	spec *api.Rollout
+	b    json.RawMessage
+}
+
+// encode returns spec's JSON, nil for nil.
+func (c *specCache) encode(spec *api.Rollout) (json.RawMessage, error) {
+	if spec == nil {
+		return nil, nil
+	}
+	if c != nil {
+		for _, e := range c.specs {
+			if e.spec == spec {
+				return e.b, nil
+			}
+		}
+	}
+	b, err := json.Marshal(spec)
+	if err != nil || c == nil {
+		return b, err
+	}
+	c.specs[c.next] = encodedSpec{spec, b}
+	c.next = (c.next + 1) % len(c.specs)
 	return b, nil
 }
 

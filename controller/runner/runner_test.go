@@ -243,7 +243,7 @@ func TestAlertsReplayedAfterCrash(t *testing.T) {
 
 	lost := rollout.Alert{ID: "default/checkout/2222222/aborted/1", Event: rollout.AlertRolloutAborted, Severity: rollout.SeverityError,
 		Rollout: "default/checkout", Version: "v2", Commit: "2222222", Reason: "analysis failed", Weights: api.CanaryWeights(0)}
-	b, err := encodeRecord(record{State: s, Alerts: []rollout.Alert{lost}, Time: time.Now()})
+	b, err := encodeRecord(record{State: s, Alerts: []rollout.Alert{lost}, Time: time.Now()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

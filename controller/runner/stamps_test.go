@@ -58,7 +58,7 @@ func TestCreatedAtSurvives(t *testing.T) {
 	oldSpec := *oldState.Spec
 	oldSpec.Key, oldSpec.XDS = old, &api.XDSConfig{Host: "old.internal", Endpoints: oldSpec.XDS.Endpoints}
 	oldState.Spec = &oldSpec
-	b, err := encodeRecord(record{State: oldState, Time: t0})
+	b, err := encodeRecord(record{State: oldState, Time: t0}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -130,6 +130,7 @@ func printTable(w io.Writer, r Result) error {
 			[2]string{fmt.Sprintf("commit of %d: webhook → status at step 1 (ACKed)", r.Changed), fmt.Sprintf("p50 %.2f s  p99 %.2f s  max %.2f s", r.StatusP50, r.StatusP99, r.StatusMax)},
 			[2]string{fmt.Sprintf("  same, through %d gRPC clients' resolvers", r.ClientsMeasured), fmt.Sprintf("p50 %.2f s  p99 %.2f s  max %.2f s", r.ClientP50, r.ClientP99, r.ClientMax)},
 			[2]string{"  daemon CPU until the last at step 1", fmt.Sprintf("%.1f s (%.0f %% of one core)", r.CommitCPUSeconds, r.CommitCPUPercent)},
+			[2]string{"  daemon CPU until the last past its analysis (step 2)", fmt.Sprintf("%.1f s", r.CommitStep2CPUSeconds)},
 			[2]string{"  ACK timeouts / status times from polling", fmt.Sprintf("%d / %d", r.AckTimeouts, r.StatusPolled)},
 			[2]string{fmt.Sprintf("%d canaries in analysis: first at step 1 → last past it", r.Changed), fmt.Sprintf("%.1f s", r.AnalysisSeconds)},
 			[2]string{"  runner transitions (visible) / s", fmt.Sprintf("%.0f (%d)", r.TransitionsPerSecond, r.Transitions)},

@@ -77,7 +77,13 @@ type Result struct {
 	// rollout's status showed step 1, in seconds and as a percentage of
 	// one core over that time.
 	CommitCPUSeconds, CommitCPUPercent float64
-	StatusPolled                       int // status times the event stream missed (filled by polling: upper bounds)
+	// CommitStep2CPUSeconds is the daemon's CPU from the webhook until
+	// every changed rollout passed its analysis (step 2): the commit's
+	// whole work up to its last step, which does not grow with the wall
+	// time as the figure until step 1 does on a loaded machine (the
+	// analyses of the rollouts already at step 1 run meanwhile).
+	CommitStep2CPUSeconds float64
+	StatusPolled          int // status times the event stream missed (filled by polling: upper bounds)
 
 	// Runner throughput with Changed canaries in analysis at once: from
 	// the first to reach step 1 until the last passed its analysis.
@@ -449,6 +455,9 @@ func measureCommit(ctx context.Context, d *daemon, c *client.Client, repo *gitRe
 	if err := p.wait(waitCtx, c, 2); err != nil {
 		return err
 	}
+	if res.CommitStep2CPUSeconds, err = cpuSecondsSince(d.pid, cpu0); err != nil {
+		return err
+	}
 	res.AckTimeouts = d.ackTimeouts() - timeouts
 
 	p.mu.Lock()
@@ -535,4 +544,13 @@ func max0(i int) int {
 		return 0
 	}
 	return i
+}
+
+// cpuSecondsSince is the process' CPU since it read ticks0 (cpuTicks).
+func cpuSecondsSince(pid int, ticks0 uint64) (float64, error) {
+	t, err := cpuTicks(pid)
+	if err != nil {
+		return 0, err
+	}
+	return float64(t-ticks0) / clockTicks, nil
 }
