@@ -55,8 +55,12 @@ func (s *Server) WaitForAck(ctx context.Context, host, version string) error {
 		}
 		// Thousands of ACKs arrive within milliseconds of each other:
 		// re-check at most every recheckEvery, and never spend more than
-		// a fifth of the time checking, instead of once per ACK.
-		if wait := max(recheckEvery, 5*time.Since(start)) - time.Since(start); wait > 0 {
+		// a fifth of the time checking, instead of once per ACK. The
+		// check's wall time counts other goroutines' turns on the CPU too
+		// (thousands of waiters scanning at once), so the pause is capped:
+		// uncapped, one slow scan put a waiter to sleep for seconds after
+		// its ACKs had come.
+		if wait := min(max(recheckEvery, 5*time.Since(start)), maxRecheckPause) - time.Since(start); wait > 0 {
 			t := time.NewTimer(wait)
 			select {
 			case <-t.C:
@@ -72,8 +76,12 @@ func (s *Server) WaitForAck(ctx context.Context, host, version string) error {
 	}
 }
 
-// recheckEvery bounds how often one WaitForAck re-evaluates its clients.
-const recheckEvery = time.Millisecond
+// recheckEvery bounds how often one WaitForAck re-evaluates its clients,
+// and maxRecheckPause how long it may wait after a slow check.
+const (
+	recheckEvery    = time.Millisecond
+	maxRecheckPause = 50 * time.Millisecond
+)
 
 // ackWait remembers, between checks of one WaitForAck, which streams were
 // still pending and the newest stream seen, so a re-check only looks at
