@@ -67,13 +67,13 @@ type PeerSide struct {
 	// in git, or already created as Rollout objects) until every rollout
 	// is Healthy and its pod Running.
 	HealthySeconds float64
-	// PausedSeconds: from the start of the image change (sluice: the git
-	// push, then the webhook; Argo: the first of the Rollouts' patches)
+	// PausedSeconds: from the image change (sluice: the webhook of the
+	// commit already pushed; Argo: the first of the Rollouts' patches)
 	// until every rollout is Paused at the canary step (setWeight 20 done)
 	// with its canary pod of the new image Running.
 	PausedSeconds float64
-	// ChangeWriteSeconds is how long writing the change took (the push
-	// and the webhook; the N patches).
+	// ChangeWriteSeconds is how long writing the change took: sluice's git
+	// push (before PausedSeconds starts), Argo's N patches (within it).
 	ChangeWriteSeconds float64
 	CanaryPodsRunning  int
 	Process            ProcessUsage
@@ -98,8 +98,13 @@ type PeerResult struct {
 	SideBySide                                            bool
 	LoadAverageStart, LoadAverageAtChange, LoadAverageEnd string
 	SettleSeconds                                         float64
-	Sluice, Argo                                          PeerSide
-	CPUProfilePath                                        string `json:",omitempty"`
+	// ArgoExtraArgs are the flags given to rollouts-controller beyond
+	// those of every run (PeerSide.Args has them all); SchedulerQPS is
+	// kube-scheduler's client QPS.
+	ArgoExtraArgs  []string
+	SchedulerQPS   float32
+	Sluice, Argo   PeerSide
+	CPUProfilePath string `json:",omitempty"`
 }
 
 // peerSettle is how long both controllers are left alone with every
@@ -127,7 +132,8 @@ func RunKubePeer(ctx context.Context, cfg PeerConfig) (res PeerResult, err error
 		fmt.Fprintf(cfg.Log, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, a...)...)
 	}
 	res = PeerResult{Rollouts: cfg.Rollouts, Namespaces: cfg.Namespaces, Nodes: cfg.Nodes, KCMArgs: cfg.KCMArgs,
-		SideBySide: true, SettleSeconds: peerSettle.Seconds(), LoadAverageStart: loadAverage()}
+		SideBySide: true, SettleSeconds: peerSettle.Seconds(), ArgoExtraArgs: cfg.ArgoArgs, SchedulerQPS: cfg.SchedulerQPS,
+		LoadAverageStart: loadAverage()}
 	defer func() { res.LoadAverageEnd = loadAverage() }()
 
 	bin := cfg.Sluice
@@ -212,7 +218,10 @@ func RunKubePeer(ctx context.Context, cfg PeerConfig) (res PeerResult, err error
 		}
 	}
 
-	say("changing every rollout's image to %s on both", versionNew)
+	if err := pushSluiceChange(sluiceRun, f, cfg.Rollouts, &res.Sluice); err != nil {
+		return res, err
+	}
+	say("changing every rollout's image to %s on both (sluice: the webhook of the pushed commit; Argo: the Rollouts' patches)", versionNew)
 	res.LoadAverageAtChange = loadAverage()
 	profiled := make(chan struct{})
 	go func() {
@@ -222,7 +231,7 @@ func RunKubePeer(ctx context.Context, cfg PeerConfig) (res PeerResult, err error
 	defer func() { <-profiled }()
 	logOffset := logSize(sluiceRun.d.logPath)
 	err = both(
-		func() error { return runSluiceChange(ctx, sluiceRun, f, cfg.Rollouts, sw, &res.Sluice, say) },
+		func() error { return runSluiceChange(ctx, sluiceRun, cfg.Rollouts, sw, &res.Sluice, say) },
 		func() error { return runArgoChange(ctx, argoRun, f, cfg.Rollouts, ak, aw, &res.Argo, say) })
 	if err != nil {
 		return res, err
@@ -602,11 +611,11 @@ func printPeerTable(w io.Writer, r PeerResult) error {
 		{"figure", "sluice", a.Controller + " + kube-scheduler", "sluice ÷ Argo"},
 		{"rollouts / namespaces / nodes, each plane", fmt.Sprintf("%d / %d / %d", r.Rollouts, r.Namespaces, r.Nodes), "same", ""},
 		{"kube-controller-manager extra flags, each plane", r.KCMArgs, "same", ""},
-		{"controller flags", strings.Join(s.Args, " "), strings.Join(a.Args, " "), ""},
+		{"controller flags beyond the defaults", flagsOrDefaults(r.Sluice.Args), flagsOrDefaults(r.ArgoExtraArgs) + "; kube-scheduler at " + fmt.Sprintf("%g QPS", r.SchedulerQPS), ""},
 		{"load average: start → change → end", r.LoadAverageStart + " → " + r.LoadAverageAtChange + " → " + r.LoadAverageEnd, "same (one machine)", ""},
 		{"start → every rollout Healthy, its pod Running", secs(s.HealthySeconds), secs(a.HealthySeconds), ratio(s.HealthySeconds, a.HealthySeconds)},
 		{fmt.Sprintf("change → every rollout Paused at %d %%, canary pod Running", peerCanaryWeight), secs(s.PausedSeconds), secs(a.PausedSeconds), ratio(s.PausedSeconds, a.PausedSeconds)},
-		{"  of it, writing the change (push + webhook; patches)", secs(s.ChangeWriteSeconds), secs(a.ChangeWriteSeconds), ""},
+		{"  writing the change (git push, before it; the patches, within it)", secs(s.ChangeWriteSeconds), secs(a.ChangeWriteSeconds), ""},
 		{"  canary pods Running then", fmt.Sprint(s.CanaryPodsRunning), fmt.Sprint(a.CanaryPodsRunning), ""},
 		{fmt.Sprintf("RSS steady (%.0f s after Healthy)", r.SettleSeconds), mib(s.Process.SteadyRSSBytes), withSched(mib(a.Process.SteadyRSSBytes), mib(sched.SteadyRSSBytes)), ratio(float64(s.Process.SteadyRSSBytes), float64(a.Process.SteadyRSSBytes))},
 		{"RSS peak, start → Healthy", mib(s.Process.LoadPeakRSSBytes), withSched(mib(a.Process.LoadPeakRSSBytes), mib(sched.LoadPeakRSSBytes)), ratio(float64(s.Process.LoadPeakRSSBytes), float64(a.Process.LoadPeakRSSBytes))},
@@ -623,4 +632,11 @@ func printPeerTable(w io.Writer, r PeerResult) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", row[0], row[1], row[2], row[3])
 	}
 	return tw.Flush()
+}
+
+func flagsOrDefaults(args []string) string {
+	if len(args) == 0 {
+		return "none"
+	}
+	return strings.Join(args, " ")
 }

@@ -55,24 +55,33 @@ func runSluiceLoad(ctx context.Context, bin string, cfg PeerConfig, repo *gitRep
 	return s, nil
 }
 
-// runSluiceChange pushes every rollout at v2 to git, announces it with the
-// webhook, and waits until every one is Paused at the canary step with
-// its canary pod Running.
-func runSluiceChange(ctx context.Context, s *peerSluice, f fleet, n int, w *planeWatch, side *PeerSide, say func(string, ...any)) error {
+// pushSluiceChange pushes every rollout at v2 to git, unannounced: sluice
+// sees it with the webhook of runSluiceChange (its git poll is minutes
+// apart), so that the git commit's own time, which is git's, stays out of
+// sluice's.
+func pushSluiceChange(s *peerSluice, f fleet, n int, side *PeerSide) error {
 	files := map[string]string{}
 	for i := range n {
 		files[f.file(i)] = f.peerRolloutYAML(i, versionNew)
 	}
-	resetPeakRSS(s.d.pid)
-	cpu0 := cpuSeconds(s.d.pid)
 	start := time.Now()
 	if _, err := s.repo.push("every rollout at v2", files); err != nil {
 		return err
 	}
+	side.ChangeWriteSeconds = time.Since(start).Seconds()
+	return nil
+}
+
+// runSluiceChange announces the pushed change with the webhook and waits
+// until every rollout is Paused at the canary step with its canary pod
+// Running.
+func runSluiceChange(ctx context.Context, s *peerSluice, n int, w *planeWatch, side *PeerSide, say func(string, ...any)) error {
+	resetPeakRSS(s.d.pid)
+	cpu0 := cpuSeconds(s.d.pid)
+	start := time.Now()
 	if err := s.d.postHook(); err != nil {
 		return err
 	}
-	side.ChangeWriteSeconds = time.Since(start).Seconds()
 	at, err := w.waitFor(ctx, "sluice", n, versionNew, sluicePausedAt(versionNew), say)
 	if err != nil {
 		return fmt.Errorf("%w; log in %s", err, s.d.logPath)
