@@ -9,8 +9,7 @@
 # sluice uses, so the build runs in a copy of Argo's module, with Argo's own
 # go.mod and go.sum (its replace directives pin k8s.io to what it was
 # released with). Cold: about 30 min on a loaded 2-core machine (9.5 min of
-# CPU); seconds
-# when cached.
+# CPU); seconds when cached.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
