@@ -23,4 +23,12 @@
 // pods and ReplicaSets and reads it again:
 //
 //	go run ./e2e/scale -kube -rollouts 5000 -namespaces 50 -nodes 50 -kcm-args "--kube-api-qps=100 --kube-api-burst=200"
+//
+// With -kube -peer argo it runs sluice beside Argo Rollouts' own
+// controller (peer.go, peerside.go): two identical control planes at once,
+// sluice on one, rollouts-controller (built by hack/argo-rollouts.sh at
+// go.mod's version) with kube-scheduler on the other, the same one-replica
+// canaries and the same image change, timed from outside:
+//
+//	go run ./e2e/scale -kube -peer argo -rollouts 1000 -namespaces 10 -nodes 200 -kcm-args "--kube-api-qps=100 --kube-api-burst=200"
 package main

@@ -44,8 +44,27 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&kcfg.Clusters, "clusters", 1, "with -kube: control planes (home and N-1 more); above 1 every rollout runs across all of them in one wave per cluster, and one commit's waves are timed (docs/scale.md#kubernetes-mode-across-clusters)")
 	fs.StringVar(&kcfg.StateStore, "state-store", "kubernetes", "with -kube -clusters: sluice's --state-store (kubernetes or bbolt)")
 	fs.StringVar(&kcfg.KCMArgs, "kcm-args", "", "with -kube: extra kube-controller-manager flags, space-separated (e.g. \"--kube-api-qps=100 --kube-api-burst=200\")")
+	peer := fs.String("peer", "", "with -kube: run the same rollouts side by side under this other controller on a second identical control plane: argo (Argo Rollouts' controller with kube-scheduler; docs/scale.md#side-by-side-with-argo-rollouts-controller)")
+	argoArgs := fs.String("argo-args", "", "with -peer argo: extra rollouts-controller flags, space-separated (e.g. \"--qps=200 --burst=400\")")
+	schedulerQPS := fs.Float64("scheduler-qps", 50, "with -peer argo: kube-scheduler's client QPS (burst twice that; 50 is kube-scheduler's default)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *peer != "" {
+		if !*kube {
+			return fmt.Errorf("-peer: only with -kube")
+		}
+		if kcfg.Clusters != 1 {
+			return fmt.Errorf("-peer: not with -clusters")
+		}
+		if set["foreign-pods"] || set["foreign-replicasets"] {
+			return fmt.Errorf("-foreign-pods, -foreign-replicasets: not with -peer")
+		}
+		kcfg.ForeignPods, kcfg.ForeignReplicaSets = 0, 0
+	} else if set["argo-args"] || set["scheduler-qps"] {
+		return fmt.Errorf("-argo-args, -scheduler-qps: only with -peer argo")
 	}
 	if *out != "table" && *out != "json" {
 		return fmt.Errorf("-o %q: want table or json", *out)
@@ -73,6 +92,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	if *kube {
 		kcfg.Rollouts, kcfg.Namespaces, kcfg.Sluice, kcfg.Dir, kcfg.DaemonArgs = cfg.Rollouts, cfg.Namespaces, cfg.Sluice, cfg.Dir, cfg.DaemonArgs
+		if *peer != "" {
+			res, err := RunKubePeer(ctx, PeerConfig{KubeConfig: kcfg, Peer: *peer, ArgoArgs: strings.Fields(*argoArgs), SchedulerQPS: float32(*schedulerQPS)})
+			if err != nil {
+				return err
+			}
+			if *out == "json" {
+				return writeJSON(stdout, res)
+			}
+			return printPeerTable(stdout, res)
+		}
 		if kcfg.Clusters > 1 {
 			res, err := RunKubeClusters(ctx, kcfg)
 			if err != nil {

@@ -90,7 +90,11 @@ func StartClusters(t testing.TB, n, nodes int) []*Cluster {
 	return clusters
 }
 
-func startCluster(opts ClusterOptions) (*Cluster, error) {
+// StartWith starts a control plane of opts outside a test (e2e/scale's
+// run beside Argo Rollouts' controller), with extraKCMArgs added to
+// kube-controller-manager's flags (space-separated). The caller must be
+// inside EnterNetns and must Stop it.
+func StartWith(opts ClusterOptions, extraKCMArgs string) (*Cluster, error) {
 	if os.Getenv(inNetnsEnv) == "" {
 		// Outside, the pod CIDR's route would go into the host's table.
 		return nil, fmt.Errorf("cluster %q: not inside kubetest's network namespace; call kubetest.EnterNetns (or Main) from TestMain", opts.Name)
@@ -98,8 +102,10 @@ func startCluster(opts ClusterOptions) (*Cluster, error) {
 	if err := opts.check(); err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", opts.Name, err)
 	}
-	return launch(opts.withDefaults(), "")
+	return launch(opts.withDefaults(), extraKCMArgs)
 }
+
+func startCluster(opts ClusterOptions) (*Cluster, error) { return StartWith(opts, "") }
 
 // reservedNodeLabels are set from the other options.
 var reservedNodeLabels = []string{"type", "kubernetes.io/hostname", "topology.kubernetes.io/zone", "topology.kubernetes.io/region"}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -314,11 +315,45 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (o
 // function (also called when the test ends).
 func StartKubeScheduler(t testing.TB, c *Cluster, qps float32) (port int, stop func()) {
 	t.Helper()
+	s, err := RunKubeScheduler(c, t.TempDir(), qps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.Stop()
+		if t.Failed() {
+			b, _ := os.ReadFile(s.Log)
+			if len(b) > 4000 {
+				b = b[len(b)-4000:]
+			}
+			t.Logf("kube-scheduler log (tail):\n%s", b)
+		}
+	})
+	return s.Port, s.Stop
+}
+
+// KubeScheduler is a running kube-scheduler process (RunKubeScheduler).
+type KubeScheduler struct {
+	// Port serves /metrics and /healthz over HTTPS without auth.
+	Port int
+	// Pid is the process', for reading its CPU and memory from /proc.
+	Pid int
+	// Log is its log file.
+	Log string
+
+	once sync.Once
+	cmd  *exec.Cmd
+	logf *os.File
+}
+
+// RunKubeScheduler runs the real kube-scheduler against c as
+// StartKubeScheduler does, outside a test: its configuration and log go
+// to dir, and the caller must Stop it.
+func RunKubeScheduler(c *Cluster, dir string, qps float32) (*KubeScheduler, error) {
 	bin := filepath.Join(BinDir(), "kube-scheduler")
 	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("kube-scheduler: %v (hack/kube/build-binaries.sh builds it)", err)
+		return nil, fmt.Errorf("kube-scheduler: %w (hack/kube/build-binaries.sh builds it)", err)
 	}
-	dir := t.TempDir()
 	conf := filepath.Join(dir, "scheduler.yaml")
 	err := os.WriteFile(conf, fmt.Appendf(nil, `apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
@@ -328,41 +363,35 @@ profiles:
 - schedulerName: default-scheduler
 `, c.Kubeconfig, qps, int(2*qps)), 0o644)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	port = l.Addr().(*net.TCPAddr).Port
+	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	logf, err := os.Create(filepath.Join(dir, "kube-scheduler.log"))
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cmd := exec.Command(bin, "--config", conf, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
 		"--authorization-always-allow-paths", "/metrics,/healthz", "--v", "1")
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// It must not outlive the program that started it, however that ends.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		logf.Close()
+		return nil, err
 	}
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			logf.Close()
-		})
-	}
-	t.Cleanup(func() {
-		stop()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			if len(b) > 4000 {
-				b = b[len(b)-4000:]
-			}
-			t.Logf("kube-scheduler log (tail):\n%s", b)
-		}
+	return &KubeScheduler{Port: port, Pid: cmd.Process.Pid, Log: logf.Name(), cmd: cmd, logf: logf}, nil
+}
+
+// Stop kills the scheduler and waits for it; later calls do nothing.
+func (s *KubeScheduler) Stop() {
+	s.once.Do(func() {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+		s.logf.Close()
 	})
-	return port, stop
 }
