@@ -88,6 +88,7 @@ type Binder struct {
 	queue      workqueue.TypedRateLimitingInterface[string]
 	events     events.EventBroadcaster
 	recorder   events.EventRecorder
+	scheduled  *scheduledEvents
 	handlers   []cache.ResourceEventHandlerRegistration
 	bindSlots  chan struct{}
 	wg         sync.WaitGroup
@@ -193,6 +194,7 @@ func New(opts Options) (*Binder, error) {
 		}
 	}
 	b.recorder = b.events.NewRecorder(scheme.Scheme, FieldManager)
+	b.scheduled = newScheduledEvents(b.recorder)
 	return b, nil
 }
 
@@ -259,6 +261,11 @@ func (b *Binder) Run(ctx context.Context) error {
 	go func() {
 		defer b.wg.Done()
 		b.flushUnschedulableEvery(ctx)
+	}()
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		b.scheduled.summarizeEvery(ctx)
 	}()
 	for b.scheduleNext(ctx) {
 	}
