@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/flowcontrol"
 )
@@ -32,12 +31,13 @@ type scheduledEvents struct {
 	limiter  flowcontrol.RateLimiter // per-pod events
 
 	mu     sync.Mutex
-	untold map[types.UID]*untoldBinds // binds without an event, by controller
+	untold map[string]*untoldBinds // binds without an event, by untoldKey
 }
 
-// untoldBinds are one controller's binds that got no event of their own.
+// untoldBinds are the binds of one controller's pods (or of one
+// namespace's pods without a controller) that got no event of their own.
 type untoldBinds struct {
-	owner   corev1.ObjectReference
+	owner   *corev1.ObjectReference // nil: pods without a controller
 	pods    int
 	lastPod corev1.ObjectReference
 	node    string // where lastPod went
@@ -47,35 +47,40 @@ func newScheduledEvents(recorder events.EventRecorder) *scheduledEvents {
 	return &scheduledEvents{
 		recorder: recorder,
 		limiter:  flowcontrol.NewTokenBucketRateLimiter(scheduledEventsPerSecond, scheduledEventsBurst),
-		untold:   map[types.UID]*untoldBinds{},
+		untold:   map[string]*untoldBinds{},
 	}
 }
 
 // bound records that pod was bound to node: an event regarding the pod
-// when the rate allows (always for a pod without a controller: there is
-// nothing else to tell it on), else a count for its controller's summary.
+// when the rate allows, else a count for the summary of its controller
+// (or of its namespace's pods without one).
 func (s *scheduledEvents) bound(pod *corev1.Pod, node string) {
-	owner := metav1.GetControllerOf(pod)
-	if owner == nil || s.limiter.TryAccept() {
+	if s.limiter.TryAccept() {
 		s.recorder.Eventf(pod, nil, corev1.EventTypeNormal, "Scheduled", "Binding", "Successfully assigned %s to %s", podKey(pod), node)
 		return
 	}
+	owner := metav1.GetControllerOf(pod)
+	key := "namespace " + pod.Namespace
+	if owner != nil {
+		key = string(owner.UID)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	u := s.untold[owner.UID]
+	u := s.untold[key]
 	if u == nil {
-		u = &untoldBinds{owner: corev1.ObjectReference{
-			APIVersion: owner.APIVersion, Kind: owner.Kind, Namespace: pod.Namespace, Name: owner.Name, UID: owner.UID,
-		}}
-		s.untold[owner.UID] = u
+		u = &untoldBinds{}
+		if owner != nil {
+			u.owner = &corev1.ObjectReference{APIVersion: owner.APIVersion, Kind: owner.Kind, Namespace: pod.Namespace, Name: owner.Name, UID: owner.UID}
+		}
+		s.untold[key] = u
 	}
 	u.pods++
 	u.lastPod = corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}
 	u.node = node
 }
 
-// summarizeEvery writes, every summarizeEvery until ctx ends, one event
-// per controller whose binds got no event of their own.
+// summarizeEvery writes, every summarizeEvery until ctx ends, the
+// summaries of the binds that got no event of their own.
 func (s *scheduledEvents) summarizeEvery(ctx context.Context) {
 	t := time.NewTicker(summarizeEvery)
 	defer t.Stop()
@@ -89,18 +94,26 @@ func (s *scheduledEvents) summarizeEvery(ctx context.Context) {
 	}
 }
 
-// summarize writes the summaries owed. Each names its last pod as the
-// related object: events.k8s.io groups events with the same regarding
-// and related objects into a series whose later notes are dropped, and
-// every summary's count must be told.
+// summarize writes the summaries owed: regarding the controller, with its
+// last pod bound as the related object, or, for pods without a
+// controller, regarding the last of them. Either way each summary's
+// regarding and related objects differ from the last one's:
+// events.k8s.io groups events with the same ones into a series whose
+// later notes are dropped, and every summary's count must be told.
 func (s *scheduledEvents) summarize() {
 	s.mu.Lock()
 	untold := s.untold
-	s.untold = map[types.UID]*untoldBinds{}
+	s.untold = map[string]*untoldBinds{}
 	s.mu.Unlock()
+	const note = "Successfully assigned %d pods %s without an event each (more than %d binds a second); the last, %s/%s, to %s"
 	for _, u := range untold {
-		s.recorder.Eventf(&u.owner, &u.lastPod, corev1.EventTypeNormal, "Scheduled", "Binding",
-			"Successfully assigned %d pods of %s %s/%s, each without an event of its own (more than %d binds a second), the last %s/%s to %s",
-			u.pods, u.owner.Kind, u.owner.Namespace, u.owner.Name, scheduledEventsPerSecond, u.lastPod.Namespace, u.lastPod.Name, u.node)
+		last := &u.lastPod
+		if u.owner == nil {
+			s.recorder.Eventf(last, nil, corev1.EventTypeNormal, "Scheduled", "Binding", note,
+				u.pods, "without a controller in namespace "+last.Namespace, scheduledEventsPerSecond, last.Namespace, last.Name, u.node)
+			continue
+		}
+		s.recorder.Eventf(u.owner, last, corev1.EventTypeNormal, "Scheduled", "Binding", note,
+			u.pods, "of "+u.owner.Kind+" "+u.owner.Namespace+"/"+u.owner.Name, scheduledEventsPerSecond, last.Namespace, last.Name, u.node)
 	}
 }
