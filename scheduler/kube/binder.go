@@ -30,7 +30,8 @@ const FieldManager = "sluice"
 // Options configures a Binder.
 type Options struct {
 	// Client talks to the apiserver (required). Its rest.Config QPS/Burst
-	// bound the bind rate: each pod costs a bind and an event.
+	// bound the bind rate: each pod costs a bind and, up to a rate
+	// (scheduledEvents), an event.
 	Client kubernetes.Interface
 	// Informers is a factory to share with the caller (optional; by
 	// default the binder makes its own, without resync, whose cache keeps
