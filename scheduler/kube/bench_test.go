@@ -158,7 +158,11 @@ func addNodes(ctx context.Context, client kubernetes.Interface, total int) error
 }
 
 // createPendingPods creates n pods for scheduler sched in groups of 100
-// (a rollout version each), 32 requests in parallel.
+// (a rollout version each), 32 requests in parallel. Their names start
+// with sched: a DeleteCollection of the previous phase's pods that timed
+// out for the client may still be deleting by name in the apiserver, and
+// took pods of the same names from the next phase (kube-scheduler's binds
+// failed with "not found" and the phase never finished).
 func createPendingPods(b *testing.B, client kubernetes.Interface, ns, sched string, n int) {
 	b.Helper()
 	work := make(chan int)
@@ -172,7 +176,7 @@ func createPendingPods(b *testing.B, client kubernetes.Interface, ns, sched stri
 			for i := range work {
 				tmpl := podTemplate(sched, "100m", rolloutLabels(fmt.Sprintf("app%d", i/100), "h"))
 				_, err := client.CoreV1().Pods(ns).Create(context.Background(), &corev1.Pod{
-					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%d", i), Namespace: ns, Labels: tmpl.Labels},
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", sched, i), Namespace: ns, Labels: tmpl.Labels},
 					Spec:       tmpl.Spec,
 				}, metav1.CreateOptions{})
 				if err != nil {
