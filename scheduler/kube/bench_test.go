@@ -1,15 +1,18 @@
 package kube
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +24,8 @@ import (
 	"github.com/sluice-dev/sluice/internal/kubetest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -71,12 +75,13 @@ func BenchmarkBindRate(b *testing.B) {
 
 	for i := 0; i < b.N; i++ {
 		ns := c.Namespace(b)
-		sluice := measureSluice(b, client, ns, pods)
+		sluice := measureSluice(b, c, client, ns, pods)
 		deletePods(b, client, ns)
 		kube := measureKubeScheduler(b, c, client, ns, pods, qps)
 		deletePods(b, client, ns)
 		b.Logf("sluice binder:  %d pods in %v → %.0f pods/s (%s)", pods, sluice.span.Round(time.Millisecond), sluice.rate(), sluice.detail)
 		b.Logf("kube-scheduler: %d pods in %v → %.0f pods/s (%s)", pods, kube.span.Round(time.Millisecond), kube.rate(), kube.detail)
+		b.Logf("CPU per pod bound, scheduler start to last bind: sluice phase %s; kube-scheduler phase %s", sluice.cpu, kube.cpu)
 		b.Logf("ratio sluice/kube-scheduler: %.2f", sluice.rate()/kube.rate())
 		b.ReportMetric(sluice.rate(), "sluice-pods/s")
 		b.ReportMetric(kube.rate(), "kube-scheduler-pods/s")
@@ -153,7 +158,11 @@ func addNodes(ctx context.Context, client kubernetes.Interface, total int) error
 }
 
 // createPendingPods creates n pods for scheduler sched in groups of 100
-// (a rollout version each), 32 requests in parallel.
+// (a rollout version each), 32 requests in parallel. Their names start
+// with sched: a DeleteCollection of the previous phase's pods that timed
+// out for the client may still be deleting by name in the apiserver, and
+// took pods of the same names from the next phase (kube-scheduler's binds
+// failed with "not found" and the phase never finished).
 func createPendingPods(b *testing.B, client kubernetes.Interface, ns, sched string, n int) {
 	b.Helper()
 	work := make(chan int)
@@ -167,7 +176,7 @@ func createPendingPods(b *testing.B, client kubernetes.Interface, ns, sched stri
 			for i := range work {
 				tmpl := podTemplate(sched, "100m", rolloutLabels(fmt.Sprintf("app%d", i/100), "h"))
 				_, err := client.CoreV1().Pods(ns).Create(context.Background(), &corev1.Pod{
-					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%d", i), Namespace: ns, Labels: tmpl.Labels},
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", sched, i), Namespace: ns, Labels: tmpl.Labels},
 					Spec:       tmpl.Spec,
 				}, metav1.CreateOptions{})
 				if err != nil {
@@ -202,7 +211,15 @@ type bindWatch struct {
 
 func watchBinds(client kubernetes.Interface, ns string, want int) *bindWatch {
 	w := &bindWatch{bound: map[string]bool{}, seen: map[string]bool{}, want: want, done: make(chan struct{}), stop: make(chan struct{})}
-	lw := cache.NewListWatchFromClient(client.CoreV1().RESTClient(), "pods", ns, fields.Everything())
+	// The typed client lists and watches in protobuf; a raw RESTClient
+	// (cache.NewListWatchFromClient) decodes JSON, which made this
+	// measuring watch half of the test process's CPU in the binder phase
+	// and cost the apiserver a JSON encoding of every pod update.
+	pods := client.CoreV1().Pods(ns)
+	lw := &cache.ListWatch{
+		ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pods.List(ctx, o) },
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return pods.Watch(ctx, o) },
+	}
 	_, ctl := cache.NewInformerWithOptions(cache.InformerOptions{
 		ListerWatcher: lw,
 		ObjectType:    &corev1.Pod{},
@@ -266,11 +283,12 @@ type phase struct {
 	pods   int
 	span   time.Duration
 	detail string
+	cpu    string // CPU per pod of the scheduler and the control plane
 }
 
 func (p phase) rate() float64 { return float64(p.pods-1) / p.span.Seconds() }
 
-func measureSluice(b *testing.B, client kubernetes.Interface, ns string, n int) phase {
+func measureSluice(b *testing.B, c *kubetest.Cluster, client kubernetes.Interface, ns string, n int) phase {
 	createPendingPods(b, client, ns, DefaultSchedulerName, n)
 	w := watchBinds(client, ns, n)
 	reg := prometheus.NewRegistry()
@@ -290,9 +308,11 @@ func measureSluice(b *testing.B, client kubernetes.Interface, ns string, n int) 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	cpu := startCPU(c, map[string]int{"sluice (test process)": os.Getpid()})
 	t0 := time.Now()
 	go func() { done <- binder.Run(ctx) }()
 	first, last := w.wait(b, 10*time.Minute)
+	used := cpu.perPod(n)
 	cancel()
 	if err := <-done; err != nil {
 		b.Fatal(err)
@@ -310,7 +330,7 @@ func measureSluice(b *testing.B, client kubernetes.Interface, ns string, n int) 
 		histMean(fams["sluice_scheduler_decision_seconds"], "result", "scheduled"),
 		histMean(fams["sluice_binder_bind_duration_seconds"], "", ""),
 		histMean(fams["sluice_binder_pod_scheduling_seconds"], "", ""))
-	return phase{pods: n, span: last.Sub(first), detail: detail}
+	return phase{pods: n, span: last.Sub(first), detail: detail, cpu: used}
 }
 
 // histMean is sum/count of the histogram in f whose label has value
@@ -337,9 +357,82 @@ func measureKubeScheduler(b *testing.B, c *kubetest.Cluster, client kubernetes.I
 	t0 := time.Now()
 	port, stop := kubetest.StartKubeScheduler(b, c, qps)
 	defer stop()
+	cpu := startCPU(c, map[string]int{"kube-scheduler": kubeSchedulerPID(port)})
 	first, last := w.wait(b, 10*time.Minute)
+	used := cpu.perPod(n)
 	detail := fmt.Sprintf("start→first bind %v; %s", first.Sub(t0).Round(time.Millisecond), kubeSchedulerMetrics(port))
-	return phase{pods: n, span: last.Sub(first), detail: detail}
+	return phase{pods: n, span: last.Sub(first), detail: detail, cpu: used}
+}
+
+// cpuMeter reads the CPU time (user+system) of the scheduler and the
+// control plane's processes at a phase's start, to tell at its end what
+// each spent per pod: where a phase's time went when the machine is the
+// limit (the apiserver's share is what a scheduler's requests cost).
+type cpuMeter struct {
+	pids   map[string]int
+	names  []string
+	before map[string]float64
+}
+
+func startCPU(c *kubetest.Cluster, scheduler map[string]int) *cpuMeter {
+	m := &cpuMeter{pids: map[string]int{}, before: map[string]float64{}}
+	for name, pid := range scheduler {
+		m.pids[name] = pid
+		m.names = append(m.names, name)
+	}
+	for _, name := range []string{"apiserver", "etcd", "controller-manager", "kwok"} {
+		raw, err := os.ReadFile(filepath.Join(c.Dir, name+".pid"))
+		if pid, perr := strconv.Atoi(strings.TrimSpace(string(raw))); err == nil && perr == nil {
+			m.pids[name] = pid
+			m.names = append(m.names, name)
+		}
+	}
+	for name, pid := range m.pids {
+		m.before[name] = cpuSeconds(pid)
+	}
+	return m
+}
+
+// perPod is each process's CPU since startCPU, in ms per pod of n.
+func (m *cpuMeter) perPod(n int) string {
+	var parts []string
+	for _, name := range m.names {
+		used := cpuSeconds(m.pids[name]) - m.before[name]
+		parts = append(parts, fmt.Sprintf("%s %.2f ms", name, 1000*used/float64(n)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// cpuSeconds is a process's user+system CPU time (0 when unreadable).
+func cpuSeconds(pid int) float64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces) in ")":
+	// utime and stime are the 12th and 13th, in clock ticks of 1/100 s.
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100
+}
+
+// kubeSchedulerPID finds the kube-scheduler serving on port (0 when none).
+func kubeSchedulerPID(port int) int {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	want := "--secure-port\x00" + strconv.Itoa(port) + "\x00"
+	for _, p := range procs {
+		raw, err := os.ReadFile(p)
+		if err != nil || !strings.Contains(string(raw), "kube-scheduler") || !strings.Contains(string(raw), want) {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		return pid
+	}
+	return 0
 }
 
 // kubeSchedulerMetrics summarises kube-scheduler's own timing metrics.
@@ -367,14 +460,23 @@ func kubeSchedulerMetrics(port int) string {
 }
 
 // deletePods deletes every pod of ns at once and waits until none is left.
+// Under load a DeleteCollection of 2,000 pods can outlast the apiserver's
+// 60 s request timeout (an HTTP/2 INTERNAL_ERROR for the client) while
+// the deletion goes on, so a failed call is logged and issued again.
 func deletePods(b *testing.B, client kubernetes.Interface, ns string) {
 	b.Helper()
 	ctx := context.Background()
 	zero := int64(0)
-	if err := client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
-		b.Fatal(err)
-	}
+	deleted := false
 	kubetest.Eventually(b, 5*time.Minute, "every pod deleted", func() (bool, string) {
+		if !deleted {
+			err := client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+			if err != nil {
+				b.Logf("delete pods of %s: %v (trying again)", ns, err)
+				return false, err.Error()
+			}
+			deleted = true
+		}
 		l, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()

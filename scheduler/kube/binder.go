@@ -30,7 +30,8 @@ const FieldManager = "sluice"
 // Options configures a Binder.
 type Options struct {
 	// Client talks to the apiserver (required). Its rest.Config QPS/Burst
-	// bound the bind rate: each pod costs a bind and an event.
+	// bound the bind rate: each pod costs a bind and, up to a rate
+	// (scheduledEvents), an event.
 	Client kubernetes.Interface
 	// Informers is a factory to share with the caller (optional; by
 	// default the binder makes its own, without resync, whose cache keeps
@@ -88,6 +89,7 @@ type Binder struct {
 	queue      workqueue.TypedRateLimitingInterface[string]
 	events     events.EventBroadcaster
 	recorder   events.EventRecorder
+	scheduled  *scheduledEvents
 	handlers   []cache.ResourceEventHandlerRegistration
 	bindSlots  chan struct{}
 	wg         sync.WaitGroup
@@ -193,6 +195,7 @@ func New(opts Options) (*Binder, error) {
 		}
 	}
 	b.recorder = b.events.NewRecorder(scheme.Scheme, FieldManager)
+	b.scheduled = newScheduledEvents(b.recorder)
 	return b, nil
 }
 
@@ -259,6 +262,11 @@ func (b *Binder) Run(ctx context.Context) error {
 	go func() {
 		defer b.wg.Done()
 		b.flushUnschedulableEvery(ctx)
+	}()
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		b.scheduled.summarizeEvery(ctx)
 	}()
 	for b.scheduleNext(ctx) {
 	}

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -163,17 +164,17 @@ func (b *Binder) bind(ctx context.Context, pod *corev1.Pod, node string, firstSe
 		return
 	}
 	start := time.Now()
-	err := b.client.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
+	err := b.postBinding(ctx, &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: node},
-	}, metav1.CreateOptions{FieldManager: FieldManager})
+	})
 	b.metrics.bindLatency.Observe(time.Since(start).Seconds())
 	switch {
 	case err == nil:
 		b.metrics.bound.Inc()
 		b.metrics.e2e.Observe(time.Since(firstSeen).Seconds())
 		b.queue.Forget(key)
-		b.recorder.Eventf(pod, nil, corev1.EventTypeNormal, "Scheduled", "Binding", "Successfully assigned %s to %s", key, node)
+		b.scheduled.bound(pod, node)
 		if b.log.Enabled(ctx, slog.LevelDebug) {
 			b.log.DebugContext(ctx, "bound", "pod", key, "node", node)
 		}
@@ -186,6 +187,20 @@ func (b *Binder) bind(ctx context.Context, pod *corev1.Pod, node string, firstSe
 	default:
 		b.bindFailed(ctx, key, node, bindErrOther, err, ctx.Err() == nil)
 	}
+}
+
+// postBinding creates the pods/binding subresource in protobuf. client-go's
+// Pods().Bind sends JSON (its generated calls prefer protobuf, this
+// hand-written one does not), which costs the apiserver a JSON decode of
+// the Binding and a JSON encode of the reply on every bind. A client
+// configured with a content type of its own keeps it.
+func (b *Binder) postBinding(ctx context.Context, binding *corev1.Binding) error {
+	return b.client.CoreV1().RESTClient().Post().
+		UseProtobufAsDefault(). // before Body: Body encodes at once
+		Namespace(binding.Namespace).Resource("pods").Name(binding.Name).SubResource("binding").
+		VersionedParams(&metav1.CreateOptions{FieldManager: FieldManager}, scheme.ParameterCodec).
+		Body(binding).
+		Do(ctx).Error()
 }
 
 // nodeKnown says whether the graph still has the node.

@@ -15,14 +15,25 @@ import (
 // phase and conditions — and drops the rest (volumes, env, probes,
 // container statuses), which the binder never reads and never writes back:
 // binds and status reports are built fresh, not from the cached pod.
+// Nodes keep what nodeFromCore reads (labels, taints, cordon,
+// allocatable): a real node's status carries its image list, conditions,
+// addresses and daemon info, kilobytes per node that the graph never uses.
 func slimObject(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		slimPod(o)
+	case *corev1.Node:
+		slimNode(o)
 	case metav1.Object:
 		o.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+func slimNode(n *corev1.Node) {
+	n.ManagedFields = nil
+	n.Annotations = nil
+	n.Status = corev1.NodeStatus{Allocatable: n.Status.Allocatable}
 }
 
 func slimPod(p *corev1.Pod) {

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -55,5 +56,34 @@ func TestBinderCachesSlimPods(t *testing.T) {
 	}
 	if got := podRequests(&cached.Spec); got.MilliCPU != 1500 || cached.Spec.NodeName != zoneANode {
 		t.Errorf("cached pod requests %d mCPU on %q; want 1500 on %s", got.MilliCPU, cached.Spec.NodeName, zoneANode)
+	}
+}
+
+// TestBinderCachesSlimNodes: the binder's node cache keeps what the
+// graph reads (labels, taints, allocatable) and drops the rest of the
+// node (managed fields, annotations, status conditions, addresses, node
+// info), which the apiserver holds for the node.
+func TestBinderCachesSlimNodes(t *testing.T) {
+	c := kubetest.Shared(t)
+	b := startBinder(t, c, Options{})
+	live, err := c.Client.CoreV1().Nodes().Get(context.Background(), zoneANode, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(live.ManagedFields) == 0 || len(live.Status.Conditions) == 0 {
+		t.Fatalf("node %s has %d managed fields entries and %d conditions: nothing to slim, the test proves nothing",
+			zoneANode, len(live.ManagedFields), len(live.Status.Conditions))
+	}
+	cached, err := b.factory.Core().V1().Nodes().Lister().Get(zoneANode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cached.ManagedFields) != 0 || len(cached.Annotations) != 0 || len(cached.Status.Conditions) != 0 ||
+		len(cached.Status.Addresses) != 0 || cached.Status.NodeInfo != (corev1.NodeSystemInfo{}) {
+		t.Errorf("cached node keeps %d managed fields entries, annotations %v, status %+v; want only what the graph reads",
+			len(cached.ManagedFields), cached.Annotations, cached.Status)
+	}
+	if got, want := nodeFromCore(cached), nodeFromCore(live); !reflect.DeepEqual(got, want) {
+		t.Errorf("graph view of the cached node %+v; want the live node's %+v", got, want)
 	}
 }
