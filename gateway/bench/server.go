@@ -232,58 +232,31 @@ func (f *floor) set(canary int32) error {
 }
 
 func (f *floor) StreamAggregatedResources(gs grpc.BidiStreamingServer[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse]) error {
-	reqs := make(chan *discoveryv3.DiscoveryRequest, 4)
-	errc := make(chan error, 1)
-	go func() {
-		for {
-			r, err := gs.Recv()
-			if err != nil {
-				errc <- err
-				return
-			}
-			reqs <- r
-		}
-	}()
-	st := f.state.Load()
-	routes := false
-	for {
-		select {
-		case err := <-errc:
-			return err
-		case r := <-reqs:
-			if r.GetResponseNonce() != "" {
-				continue // ACK
-			}
-			switch r.GetTypeUrl() {
-			case resourcev3.ListenerType:
-				if err := gs.Send(st.listener); err != nil {
-					return err
-				}
-			case resourcev3.RouteType:
-				routes = true
-				if err := st.route.send(gs); err != nil {
-					return err
-				}
-			}
-		case <-st.changed:
-			st = f.state.Load()
-			if routes {
-				if err := st.route.send(gs); err != nil {
-					return err
-				}
-			}
-		}
-	}
+	return serveFloorStream(f, gs.Recv,
+		func(r *discoveryv3.DiscoveryRequest) bool { return r.GetResponseNonce() == "" },
+		func(st *floorState) error { return gs.Send(st.listener) },
+		func(st *floorState) error { return st.route.send(gs) })
 }
 
 // DeltaAggregatedResources is StreamAggregatedResources over incremental
-// xDS: the listener once, then the route on each change.
+// xDS.
 func (f *floor) DeltaAggregatedResources(gs grpc.BidiStreamingServer[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse]) error {
-	reqs := make(chan *discoveryv3.DeltaDiscoveryRequest, 4)
+	return serveFloorStream(f, gs.Recv,
+		func(r *discoveryv3.DeltaDiscoveryRequest) bool { return len(r.GetResourceNamesSubscribe()) > 0 },
+		func(st *floorState) error { return gs.Send(st.deltaListener) },
+		func(st *floorState) error { return st.deltaRoute.send(gs) })
+}
+
+// serveFloorStream answers a subscription to the listener or the route at
+// once and sends the route on each change, in either xDS variant (R is its
+// request type; subscribes tells a subscription from an ACK).
+func serveFloorStream[R interface{ GetTypeUrl() string }](f *floor, recv func() (R, error), subscribes func(R) bool,
+	sendListener, sendRoute func(*floorState) error) error {
+	reqs := make(chan R, 4)
 	errc := make(chan error, 1)
 	go func() {
 		for {
-			r, err := gs.Recv()
+			r, err := recv()
 			if err != nil {
 				errc <- err
 				return
@@ -298,24 +271,24 @@ func (f *floor) DeltaAggregatedResources(gs grpc.BidiStreamingServer[discoveryv3
 		case err := <-errc:
 			return err
 		case r := <-reqs:
-			if len(r.GetResourceNamesSubscribe()) == 0 {
+			if !subscribes(r) {
 				continue // ACK
 			}
 			switch r.GetTypeUrl() {
 			case resourcev3.ListenerType:
-				if err := gs.Send(st.deltaListener); err != nil {
+				if err := sendListener(st); err != nil {
 					return err
 				}
 			case resourcev3.RouteType:
 				routes = true
-				if err := st.deltaRoute.send(gs); err != nil {
+				if err := sendRoute(st); err != nil {
 					return err
 				}
 			}
 		case <-st.changed:
 			st = f.state.Load()
 			if routes {
-				if err := st.deltaRoute.send(gs); err != nil {
+				if err := sendRoute(st); err != nil {
 					return err
 				}
 			}
