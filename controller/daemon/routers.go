@@ -6,8 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/runner"
@@ -19,7 +23,8 @@ import (
 // traffic and writes every router's objects; WaitForAck returns once the
 // xDS clients ACKed and every router verified its write. A router that
 // rejects a write is a NACK (its error wraps gateway.ErrNack): the runner
-// holds the step and alerts xds-nack, as for an xDS NACK.
+// holds the step and alerts xds-nack, as for an xDS NACK. A write that
+// did not reach the apiserver is written again by WaitForAck.
 type routedTraffic struct {
 	xds     runner.Traffic
 	routers []gateway.ClusterRouter
@@ -36,6 +41,11 @@ type routedVersion struct {
 	Rollout api.Key           `json:"rollout"`
 	XDS     string            `json:"xds,omitempty"`
 	Tokens  map[string]string `json:"tokens,omitempty"`
+	// Retry names the routers whose write failed on the way (the
+	// apiserver down or overloaded) and Traffic what they are to write:
+	// WaitForAck writes it again until it is taken.
+	Retry   []string     `json:"retry,omitempty"`
+	Traffic *api.Traffic `json:"traffic,omitempty"`
 }
 
 // SetTraffic publishes t to xDS (when it names a host) and writes it into
@@ -54,10 +64,15 @@ func (r *routedTraffic) SetTraffic(t api.Traffic) (string, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), r.applyTimeout)
 			tok, err := cr.Apply(ctx, t)
 			cancel()
-			if err != nil {
+			switch {
+			case err != nil && transientAPIError(err):
+				// Not a NACK: nothing refused the routes. A NACK would
+				// hold the rollout for good (and survive a restart).
+				r.log.Warn("router write failed; retrying while the step waits", "rollout", t.Rollout.String(), "router", cr.Name(), "err", err)
+				v.Retry, v.Traffic = append(v.Retry, cr.Name()), &t
+			case err != nil:
 				return "", fmt.Errorf("%s router: %w", cr.Name(), err)
-			}
-			if tok != "" {
+			case tok != "":
 				v.Tokens[cr.Name()] = tok
 			}
 		}
@@ -82,6 +97,9 @@ func (r *routedTraffic) WaitForAck(ctx context.Context, host, version string) er
 			return err
 		}
 	}
+	if err := r.retryWrites(ctx, &v); err != nil {
+		return err
+	}
 	var unverified []string
 	for _, cr := range r.routers {
 		tok, ok := v.Tokens[cr.Name()]
@@ -101,6 +119,55 @@ func (r *routedTraffic) WaitForAck(ctx context.Context, host, version string) er
 		return &runner.UnverifiedError{Message: strings.Join(unverified, "; ")}
 	}
 	return nil
+}
+
+// Back-off of a router write retried by WaitForAck.
+const (
+	routerRetryMin = 200 * time.Millisecond
+	routerRetryMax = 5 * time.Second
+)
+
+// retryWrites writes v.Traffic with each router of v.Retry until it is
+// taken, adding its token to v.Tokens; a wait that runs out first is a
+// deadline, as a slow ACK is, and a router that now rejects the write is
+// a NACK.
+func (r *routedTraffic) retryWrites(ctx context.Context, v *routedVersion) error {
+	for _, cr := range r.routers {
+		if !slices.Contains(v.Retry, cr.Name()) {
+			continue
+		}
+		for wait := routerRetryMin; ; wait = min(2*wait, routerRetryMax) {
+			actx, cancel := context.WithTimeout(ctx, r.applyTimeout)
+			tok, err := cr.Apply(actx, *v.Traffic)
+			cancel()
+			if err == nil {
+				if tok != "" {
+					if v.Tokens == nil { // omitted from the JSON when empty
+						v.Tokens = map[string]string{}
+					}
+					v.Tokens[cr.Name()] = tok
+				}
+				break
+			}
+			if !transientAPIError(err) {
+				return fmt.Errorf("%s router: %w", cr.Name(), err)
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s router: write not taken: %v: %w", cr.Name(), err, ctx.Err())
+			case <-time.After(wait):
+			}
+		}
+	}
+	return nil
+}
+
+// transientAPIError says an apiserver could not be reached or could not
+// answer (down, restarting, overloaded), as opposed to refusing a write.
+func transientAPIError(err error) bool {
+	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
+		errors.Is(err, context.DeadlineExceeded) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err)
 }
 
 // release gives a rollout removed from git its routes back: a single 100%

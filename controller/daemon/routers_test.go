@@ -1,10 +1,22 @@
 package daemon
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
 	"reflect"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/gateway"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // TestDroppedRouting finds the routes a change stops naming, which the
@@ -43,5 +55,76 @@ func TestDroppedRouting(t *testing.T) {
 				t.Errorf("droppedRouting:\n got %+v\nwant %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// flakyRouter stands in for a cluster router whose apiserver is down for
+// its first fails writes (connection refused), then takes them: the test
+// is about what routedTraffic makes of the failure, not about a router.
+type flakyRouter struct {
+	mu     sync.Mutex
+	fails  int
+	err    error
+	writes []api.Traffic
+}
+
+func (f *flakyRouter) Name() string { return "flaky" }
+
+func (f *flakyRouter) Apply(_ context.Context, t api.Traffic) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fails > 0 {
+		f.fails--
+		return "", fmt.Errorf("update httproutes ns/x: %w", f.err)
+	}
+	f.writes = append(f.writes, t)
+	return fmt.Sprint(len(f.writes)), nil
+}
+
+func (f *flakyRouter) Release(context.Context, api.Key, *api.ClusterRouting) error { return nil }
+
+func (f *flakyRouter) Verify(context.Context, api.Key, string) (gateway.Verification, error) {
+	return gateway.Verification{Verified: true}, nil
+}
+
+// TestRouterWriteRetriedNotNacked: a router write that fails because the
+// apiserver cannot be reached is not a NACK (which would hold the rollout
+// for good, across restarts); the step's ACK wait writes it again until
+// it is taken, or runs out as a slow ACK does. A write the apiserver
+// refuses is still an error.
+func TestRouterWriteRetriedNotNacked(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}
+	tr := api.Traffic{Rollout: api.Key{Namespace: "ns", Name: "x"}, Routing: &api.ClusterRouting{}, Weights: api.CanaryWeights(50)}
+
+	f := &flakyRouter{fails: 2, err: refused}
+	r := &routedTraffic{routers: []gateway.ClusterRouter{f}, applyTimeout: time.Second, log: slog.New(slog.DiscardHandler)}
+	version, err := r.SetTraffic(tr)
+	if err != nil {
+		t.Fatalf("SetTraffic with the apiserver unreachable: %v; want no error (no NACK)", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.WaitForAck(ctx, "", version); err != nil {
+		t.Fatalf("WaitForAck: %v", err)
+	}
+	if len(f.writes) != 1 || f.writes[0].Weights != tr.Weights {
+		t.Errorf("writes taken %+v; want the step's traffic once", f.writes)
+	}
+
+	down := &flakyRouter{fails: 1 << 30, err: refused}
+	r.routers = []gateway.ClusterRouter{down}
+	if version, err = r.SetTraffic(tr); err != nil {
+		t.Fatal(err)
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancelShort()
+	if err := r.WaitForAck(short, "", version); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitForAck with the apiserver down throughout: %v; want a deadline (a slow ACK, not a NACK)", err)
+	}
+
+	invalid := &flakyRouter{fails: 1, err: apierrors.NewInvalid(schema.GroupKind{Kind: "HTTPRoute"}, "x", nil)}
+	r.routers = []gateway.ClusterRouter{invalid}
+	if _, err := r.SetTraffic(tr); err == nil {
+		t.Error("SetTraffic with a write the apiserver refused: no error")
 	}
 }
