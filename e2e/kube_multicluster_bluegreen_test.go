@@ -206,7 +206,9 @@ func TestKubeMultiClusterBlueGreen(t *testing.T) {
 	clusters := []string{"eu-1", "us-1", "eu-2"}
 	hashes := map[string]string{} // a version's pod-template hash (the same in every cluster)
 	for _, c := range clusters {
-		d.waitStatus(f.ns+"/kbg@"+c, 60*time.Second, "stable v1", func(s httpapi.RolloutStatus) bool {
+		// 120 s: under CI load one cluster's second pod took over 60 s
+		// to be Ready (3 control planes on 2 cores; not traced further).
+		d.waitStatus(f.ns+"/kbg@"+c, 120*time.Second, "stable v1", func(s httpapi.RolloutStatus) bool {
 			return s.Phase == rollout.PhaseHealthy && s.StableVersion == v1
 		})
 		hashes[v1] = replicaSetOf(t, f.clusters[c], f.ns, "kbg", v1).Labels["rollouts-pod-template-hash"]
