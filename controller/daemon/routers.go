@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,6 +32,31 @@ type routedTraffic struct {
 	// applyTimeout bounds one router's writes (SetTraffic has no context).
 	applyTimeout time.Duration
 	log          *slog.Logger
+	// turns orders each rollout's router writes (api.Key → *writeTurn): a
+	// write that an older step's WaitForAck retries never lands after a
+	// newer SetTraffic's or a release's.
+	turns sync.Map
+}
+
+// writeTurn is one rollout's: its mutex is held for each router write,
+// and seq counts the writes SetTraffic and release started, so that a
+// retry of an older one sees it was superseded.
+type writeTurn struct {
+	mu  sync.Mutex
+	seq uint64
+}
+
+func (r *routedTraffic) turnOf(key api.Key) *writeTurn {
+	t, _ := r.turns.LoadOrStore(key, &writeTurn{})
+	return t.(*writeTurn)
+}
+
+// next takes the rollout's turn for a new write and returns its number;
+// the caller unlocks.
+func (w *writeTurn) next() uint64 {
+	w.mu.Lock()
+	w.seq++
+	return w.seq
 }
 
 var _ runner.Traffic = (*routedTraffic)(nil)
@@ -46,6 +72,9 @@ type routedVersion struct {
 	// WaitForAck writes it again until it is taken.
 	Retry   []string     `json:"retry,omitempty"`
 	Traffic *api.Traffic `json:"traffic,omitempty"`
+	// Seq is the rollout's write number (writeTurn): a retry stops once a
+	// newer write started.
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 // SetTraffic publishes t to xDS (when it names a host) and writes it into
@@ -59,6 +88,9 @@ func (r *routedTraffic) SetTraffic(t api.Traffic) (string, error) {
 		}
 	}
 	if t.Routing != nil {
+		turn := r.turnOf(t.Rollout)
+		v.Seq = turn.next()
+		defer turn.mu.Unlock()
 		v.Tokens = map[string]string{}
 		for _, cr := range r.routers {
 			ctx, cancel := context.WithTimeout(context.Background(), r.applyTimeout)
@@ -130,36 +162,71 @@ const (
 // retryWrites writes v.Traffic with each router of v.Retry until it is
 // taken, adding its token to v.Tokens; a wait that runs out first is a
 // deadline, as a slow ACK is, and a router that now rejects the write is
-// a NACK.
+// a NACK. Once a newer write of the rollout has started, it stops: the
+// wait was superseded (context.Canceled, as the runner cancels it too).
 func (r *routedTraffic) retryWrites(ctx context.Context, v *routedVersion) error {
 	for _, cr := range r.routers {
 		if !slices.Contains(v.Retry, cr.Name()) {
 			continue
 		}
-		for wait := routerRetryMin; ; wait = min(2*wait, routerRetryMax) {
-			actx, cancel := context.WithTimeout(ctx, r.applyTimeout)
-			tok, err := cr.Apply(actx, *v.Traffic)
-			cancel()
-			if err == nil {
-				if tok != "" {
-					if v.Tokens == nil { // omitted from the JSON when empty
-						v.Tokens = map[string]string{}
-					}
-					v.Tokens[cr.Name()] = tok
-				}
-				break
+		tok, err := r.retryUntilTaken(ctx, cr, v)
+		if err != nil {
+			return fmt.Errorf("%s router: %w", cr.Name(), err)
+		}
+		if tok != "" {
+			if v.Tokens == nil { // omitted from the JSON when empty
+				v.Tokens = map[string]string{}
 			}
-			if !transientAPIError(err) {
-				return fmt.Errorf("%s router: %w", cr.Name(), err)
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("%s router: write not taken: %v: %w", cr.Name(), err, ctx.Err())
-			case <-time.After(wait):
-			}
+			v.Tokens[cr.Name()] = tok
 		}
 	}
 	return nil
+}
+
+// retryUntilTaken writes v.Traffic with cr, backing off, until it is
+// taken, refused, superseded or ctx ends.
+func (r *routedTraffic) retryUntilTaken(ctx context.Context, cr gateway.ClusterRouter, v *routedVersion) (string, error) {
+	last := errors.New("not tried")
+	for wait := routerRetryMin; ; wait = min(2*wait, routerRetryMax) {
+		tok, err := r.retryWrite(ctx, cr, v)
+		switch {
+		case err == nil && ctx.Err() == nil:
+			return tok, nil
+		case ctx.Err() != nil: // a write that landed as the wait ended too
+			return "", fmt.Errorf("write not taken: %v: %w", last, ctx.Err())
+		case errors.Is(err, errSuperseded) || !transientAPIError(err):
+			return "", err
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("write not taken: %v: %w", last, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+// errSuperseded ends the retry of a write a newer one replaced.
+var errSuperseded = fmt.Errorf("superseded by a newer write: %w", context.Canceled)
+
+// retryWrite is one attempt, in the rollout's turn, if no newer write has
+// started. The request is not cancelled with ctx: the runner cancels an
+// older step's wait as it publishes the next, and a request already sent
+// could still be applied by the apiserver after the next one's; letting
+// it finish under the turn orders the two.
+func (r *routedTraffic) retryWrite(ctx context.Context, cr gateway.ClusterRouter, v *routedVersion) (string, error) {
+	turn := r.turnOf(v.Rollout)
+	turn.mu.Lock()
+	defer turn.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	if turn.seq != v.Seq {
+		return "", errSuperseded
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.applyTimeout)
+	defer cancel()
+	return cr.Apply(actx, *v.Traffic)
 }
 
 // transientAPIError says an apiserver could not be reached or could not
@@ -176,6 +243,9 @@ func (r *routedTraffic) release(ctx context.Context, key api.Key, cr *api.Cluste
 	if cr == nil {
 		return nil
 	}
+	turn := r.turnOf(key)
+	turn.next()
+	defer turn.mu.Unlock()
 	var errs []error
 	for _, rt := range r.routers {
 		if err := rt.Release(ctx, key, cr); err != nil {

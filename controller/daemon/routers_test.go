@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"reflect"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -126,5 +127,108 @@ func TestRouterWriteRetriedNotNacked(t *testing.T) {
 	r.routers = []gateway.ClusterRouter{invalid}
 	if _, err := r.SetTraffic(tr); err == nil {
 		t.Error("SetTraffic with a write the apiserver refused: no error")
+	}
+}
+
+// gatedRouter stands in for a cluster router whose apiserver refuses the
+// first write (down), then holds the next one on the wire until the test
+// opens gate: the test is about the order routedTraffic writes in.
+type gatedRouter struct {
+	mu       sync.Mutex
+	calls    int
+	inFlight chan struct{} // closed when the held write is on the wire
+	gate     chan struct{} // closed by the test to let it land
+	landed   []int32       // canary weights, in the order they landed
+}
+
+func (g *gatedRouter) Name() string { return "gated" }
+
+func (g *gatedRouter) Apply(_ context.Context, t api.Traffic) (string, error) {
+	g.mu.Lock()
+	g.calls++
+	call := g.calls
+	g.mu.Unlock()
+	switch call {
+	case 1:
+		return "", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}
+	case 2:
+		close(g.inFlight)
+		<-g.gate
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.landed = append(g.landed, t.Weights.Canary)
+	return fmt.Sprint(call), nil
+}
+
+func (g *gatedRouter) Release(context.Context, api.Key, *api.ClusterRouting) error { return nil }
+
+func (g *gatedRouter) Verify(context.Context, api.Key, string) (gateway.Verification, error) {
+	return gateway.Verification{Verified: true}, nil
+}
+
+// TestRouterRetryNeverLandsAfterNewerWrite: the runner cancels a step's
+// ACK wait as it publishes the next step's traffic, but a retried write
+// of the older step may already be on the wire. The newer write waits for
+// it, so the router ends on the newer weights, and the older wait ends
+// as superseded (context.Canceled), not as a NACK.
+func TestRouterRetryNeverLandsAfterNewerWrite(t *testing.T) {
+	key := api.Key{Namespace: "ns", Name: "x"}
+	g := &gatedRouter{inFlight: make(chan struct{}), gate: make(chan struct{})}
+	r := &routedTraffic{routers: []gateway.ClusterRouter{g}, applyTimeout: 5 * time.Second, log: slog.New(slog.DiscardHandler)}
+
+	older, err := r.SetTraffic(api.Traffic{Rollout: key, Routing: &api.ClusterRouting{}, Weights: api.CanaryWeights(20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	waited := make(chan error, 1)
+	go func() { waited <- r.WaitForAck(ctx, "", older) }()
+	<-g.inFlight // the retry of 20 % is on the wire
+
+	cancel() // what the runner does before it publishes the next step
+	newer := make(chan error, 1)
+	go func() {
+		_, err := r.SetTraffic(api.Traffic{Rollout: key, Routing: &api.ClusterRouting{}, Weights: api.CanaryWeights(50)})
+		newer <- err
+	}()
+	select {
+	case err := <-newer:
+		t.Fatalf("the newer write returned (%v) while the older one was still on the wire", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(g.gate)
+	if err := <-newer; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waited; !errors.Is(err, context.Canceled) {
+		t.Errorf("older step's wait: %v; want it superseded (context.Canceled)", err)
+	}
+	if want := []int32{20, 50}; !slices.Equal(g.landed, want) {
+		t.Errorf("canary weights landed in the order %v; want %v (the newer write last)", g.landed, want)
+	}
+}
+
+// TestRouterRetryStopsOnceSuperseded: a retry waiting out its back-off
+// when a newer write starts does not write again, even if nobody
+// cancelled its wait.
+func TestRouterRetryStopsOnceSuperseded(t *testing.T) {
+	key := api.Key{Namespace: "ns", Name: "x"}
+	f := &flakyRouter{fails: 1, err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}
+	r := &routedTraffic{routers: []gateway.ClusterRouter{f}, applyTimeout: time.Second, log: slog.New(slog.DiscardHandler)}
+	older, err := r.SetTraffic(api.Traffic{Rollout: key, Routing: &api.ClusterRouting{}, Weights: api.CanaryWeights(20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.SetTraffic(api.Traffic{Rollout: key, Routing: &api.ClusterRouting{}, Weights: api.CanaryWeights(50)}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.WaitForAck(ctx, "", older); !errors.Is(err, context.Canceled) {
+		t.Errorf("older step's wait: %v; want it superseded (context.Canceled)", err)
+	}
+	if len(f.writes) != 1 || f.writes[0].Weights.Canary != 50 {
+		t.Errorf("writes taken %+v; want only the newer 50 %%", f.writes)
 	}
 }
