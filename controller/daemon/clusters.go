@@ -255,8 +255,13 @@ func (r *remoteCluster) start(ctx context.Context, o Options, k *kubeParts, log 
 		return err
 	}
 	metrics := newTrackedRegisterer(clusterMetrics(k.metrics, r.name))
+	// What this attempt starts (informers, routers, binder) runs on its
+	// own context, so that an attempt failing half-way stops what it
+	// started instead of leaving it running beside the next attempt's.
+	ctx, stop := context.WithCancel(ctx)
 	defer func() {
 		if err != nil {
+			stop()
 			metrics.unregisterAll() // the next attempt registers its own
 		}
 	}()
