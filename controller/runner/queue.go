@@ -138,8 +138,11 @@ func (r *Runner) enqueueLocked(key api.Key, j job) {
 // gives each several bursts of events (the change, its ACK, its analysis):
 // a new goroutine per burst grew its stack again, page by page, through
 // rollout.Step's frames (newstack was 5-9 % of the commit's CPU), while a
-// worker kept for the next burst already has it.
-const spareFor = 5 * time.Second
+// worker kept for the next burst already has it. A second is long enough
+// for a busy runner (some worker frees up every few milliseconds, and
+// takes whichever rollout is next) and short enough that the workers of
+// a load's peak, and their stacks, are gone soon after it.
+const spareFor = time.Second
 
 // work drains e's queue, then takes the next rollout handed to it, until
 // none comes for spareFor or the runner closes. A rollout has at most one
