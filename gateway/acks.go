@@ -25,6 +25,10 @@ type need struct {
 // listeners of the rollout it subscribed to. With no interested client it
 // returns nil at once.
 //
+// The first WaitForAck of a version to return nil observes the version's
+// sluice_xds_push_seconds (from its publish): the runner waits for every
+// version it publishes, so the server follows none of its own.
+//
 // A NACK of that version (or a later one) returns an error wrapping ErrNack
 // with the client's detail. When ctx ends first it returns an error wrapping
 // ctx.Err() that says how many clients were still pending.
@@ -37,12 +41,16 @@ func (s *Server) WaitForAck(ctx context.Context, host, version string) error {
 	// An unserved host registers under a zero key; the check fails it.
 	snap := s.snap.Load()
 	key, _ := snap.hostKey(host)
+	pushed := snap.stampOf(key, version)
 	waiter := s.waiters.add(waiterNames(snap, host))
 	defer s.waiters.remove(waiter)
 	var w ackWait
 	for {
 		start := time.Now()
 		pending, cur, err := s.ackStatus(host, v, &w)
+		if err == nil && pending == 0 {
+			s.observePush(pushed)
+		}
 		if err != nil || pending == 0 {
 			return err
 		}
@@ -73,6 +81,15 @@ func (s *Server) WaitForAck(ctx context.Context, host, version string) error {
 		case <-ctx.Done():
 			return fmt.Errorf("wait for ack of %s %s: %d client(s) pending: %w", host, version, pending, ctx.Err())
 		}
+	}
+}
+
+// observePush observes the push time of the version st stamps, once per
+// version; nil (the version was not the one served when the wait began)
+// observes nothing.
+func (s *Server) observePush(st *stamp) {
+	if st != nil && st.pushObserved.CompareAndSwap(false, true) {
+		s.m.push.Observe(time.Since(st.published).Seconds())
 	}
 }
 

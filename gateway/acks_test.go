@@ -60,8 +60,7 @@ func TestAckWakesOnlyItsWaiters(t *testing.T) {
 			defer cancel()
 			waitA := make(chan error, 1)
 			go func() { waitA <- srv.WaitForAck(ctx, "a.internal", vA) }()
-			// Ours and the push-latency follower of SetTraffic.
-			eventually(t, 5*time.Second, "two waiters on a.internal", func() bool { return len(srv.waitersOn("a.internal")) == 2 })
+			eventually(t, 5*time.Second, "a waiter on a.internal", func() bool { return len(srv.waitersOn("a.internal")) == 1 })
 			waitersA := srv.waitersOn("a.internal")
 			before := pokesOf(waitersA)
 
@@ -118,5 +117,56 @@ func routeClientOf(t *testing.T, addr string, delta bool, host string) func() {
 	return func() {
 		t.Helper()
 		c.ack(c.recv())
+	}
+}
+
+// TestPushObservedOncePerVersion: sluice_xds_push_seconds gets one
+// observation per published version, from the first wait on it that
+// succeeds, however many wait; a version nobody waits for, an unchanged
+// spec and a wait on a version already replaced observe nothing.
+func TestPushObservedOncePerVersion(t *testing.T) {
+	srv := startServer(t, "127.0.0.1:0", nil)
+	traffic := func(canary int32) api.Traffic {
+		return api.Traffic{Rollout: api.Key{Namespace: "push", Name: "a"}, Host: "push.internal",
+			StableEndpoints: []string{"127.0.0.1:9100"}, CanaryEndpoints: []string{"127.0.0.1:9101"}, Weights: api.CanaryWeights(canary)}
+	}
+	observed := func() float64 { return metricValue(t, srv.reg, "sluice_xds_push_seconds") }
+	publish := func(canary int32) string {
+		t.Helper()
+		v, err := srv.SetTraffic(traffic(canary))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+
+	v1 := publish(0)
+	client := routeClientOf(t, srv.addr, true, "push.internal") // receives and ACKs v1
+	waitAck(t, srv.Server, "push.internal", v1)
+	waitAck(t, srv.Server, "push.internal", v1)
+	if got := observed(); got != 1 {
+		t.Fatalf("two waits on one version: %v observations, want 1", got)
+	}
+	if again := publish(0); again != v1 {
+		t.Fatalf("unchanged spec got version %s, want %s", again, v1)
+	}
+	waitAck(t, srv.Server, "push.internal", v1)
+	if got := observed(); got != 1 {
+		t.Fatalf("after an unchanged spec: %v observations, want 1", got)
+	}
+
+	publish(10) // nobody waits for it
+	client()
+	v3 := publish(20)
+	client()
+	waitAck(t, srv.Server, "push.internal", v3)
+	if got := observed(); got != 2 {
+		t.Fatalf("after one waited and one unwaited version: %v observations, want 2", got)
+	}
+	publish(30)
+	client()
+	waitAck(t, srv.Server, "push.internal", v3) // replaced: its push is over
+	if got := observed(); got != 2 {
+		t.Fatalf("a wait on a replaced version: %v observations, want 2", got)
 	}
 }

@@ -55,7 +55,7 @@ type runningServer struct {
 func startServer(t testing.TB, addr string, mod func(*Options)) *runningServer {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	opts := Options{Registry: reg, AckTimeout: 10 * time.Second}
+	opts := Options{Registry: reg}
 	if mod != nil {
 		mod(&opts)
 	}

@@ -88,12 +88,20 @@ func newGenBuilder(s *snapshot) *genBuilder {
 
 // apply replaces one rollout's resources.
 func (b *genBuilder) apply(c rolloutChange, layout EnvoyRouteLayout) error {
+	var owned []named
+	if c.ro != nil {
+		owned = ownedResources(c.res, layout, c.ro.backOnly)
+	}
 	if old, ok := b.rollouts.Get(rolloutTreeKey(c.key)); ok {
 		if k, ok := b.hosts.Get([]byte(old.traffic.Host)); ok && k == c.key {
 			b.hosts.Delete([]byte(old.traffic.Host))
 		}
 		for _, w := range old.owned {
-			b.types[w.t].Delete([]byte(w.name))
+			// A name published again is replaced by put: deleting it
+			// first walked the tree twice for nothing.
+			if !slices.ContainsFunc(owned, func(n named) bool { return n.t == w.t && n.name == w.name }) {
+				b.types[w.t].Delete([]byte(w.name))
+			}
 			b.touched[w.t][w.name] = true
 		}
 	}
@@ -109,7 +117,6 @@ func (b *genBuilder) apply(c rolloutChange, layout EnvoyRouteLayout) error {
 		b.hosts.Insert([]byte(host), c.key)
 	}
 	b.rollouts.Insert(rolloutTreeKey(c.key), c.ro)
-	owned := ownedResources(c.res, layout, c.ro.backOnly)
 	c.ro.owned = make([]ownedName, 0, len(owned))
 	for _, w := range owned {
 		w.owner = c.key

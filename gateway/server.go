@@ -35,10 +35,6 @@ type Options struct {
 	EnvoyRoutes EnvoyRouteLayout
 	// TLS secures the xDS listener; empty means plaintext.
 	TLS TLSOptions
-	// AckTimeout bounds how long a push is followed for the
-	// sluice_xds_push_seconds histogram (default 30s). WaitForAck itself is
-	// bounded by its context.
-	AckTimeout time.Duration
 	// OnNack is called for every NACK, synchronously on the goroutine of
 	// the stream that received it (no lock held): keep it short (queue,
 	// don't block), or that client's stream stalls.
@@ -126,9 +122,6 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.EnvoyPort == 0 {
 		opts.EnvoyPort = 10000
-	}
-	if opts.AckTimeout <= 0 {
-		opts.AckTimeout = 30 * time.Second
 	}
 	if opts.EnvoyRoutes == "" {
 		opts.EnvoyRoutes = EnvoyRoutesScoped
@@ -256,7 +249,7 @@ func (s *Server) setTraffic(t api.Traffic, validate bool) (string, error) {
 	if old != nil && old.hash == h {
 		return old.version, nil
 	}
-	ro := &rolloutState{traffic: t, hash: h, stamp: &stamp{gen: cur.gen + 1}, vhost: vhost}
+	ro := &rolloutState{traffic: t, hash: h, stamp: &stamp{gen: cur.gen + 1, published: time.Now()}, vhost: vhost}
 	if t.Rollout.Cluster() != "" {
 		ro.res = res // a part: published again when its host's routes move (views.go)
 	}
@@ -269,12 +262,12 @@ func (s *Server) setTraffic(t api.Traffic, validate bool) (string, error) {
 		// clients already have it.
 		next.setGen(cur.gen)
 		ro.gen = old.gen
+		ro.pushObserved.Store(true) // nothing was pushed
 	}
 	ro.version = fmt.Sprintf("%d-%s", ro.gen, h)
 	s.snap.Store(next)
 	if changed {
 		s.notify()
-		s.followPush(t.Host, ro.version)
 	}
 	s.log.Debug("traffic published", "rollout", t.Rollout.String(), "version", ro.version, "changed", changed,
 		"stable", t.Weights.Stable, "canary", t.Weights.Canary, "baseline", t.Weights.Baseline)
@@ -329,30 +322,3 @@ func (s *Server) notify() {
 // publishedChan is closed at the next publish. A stream takes it before
 // reading the snapshot, so a publish in between is never missed.
 func (s *Server) publishedChan() <-chan struct{} { return *s.published.Load() }
-
-// followPush observes sluice_xds_push_seconds for one publish, in the
-// background, bounded by AckTimeout and by the server's lifetime.
-func (s *Server) followPush(host, version string) {
-	select {
-	case <-s.done:
-		return // stopped: nobody to wait for
-	default:
-	}
-	start := time.Now()
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), s.opts.AckTimeout)
-		defer cancel()
-		go func() {
-			select {
-			case <-s.done:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		if err := s.WaitForAck(ctx, host, version); err == nil {
-			s.m.push.Observe(time.Since(start).Seconds())
-		}
-	}()
-}

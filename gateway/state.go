@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	iradix "github.com/hashicorp/go-immutable-radix/v2"
 
@@ -154,6 +156,11 @@ type rolloutState struct {
 type stamp struct {
 	version string // returned by SetTraffic, taken by WaitForAck
 	gen     uint64 // generation of version
+	// published is when version was published, and pushObserved whether
+	// sluice_xds_push_seconds has its observation: the first WaitForAck
+	// of the version to succeed makes it (observePush).
+	published    time.Time
+	pushObserved atomic.Bool
 }
 
 // snapshot is one immutable generation of everything served.
@@ -183,6 +190,15 @@ func rolloutTreeKey(k api.Key) []byte { return []byte(k.Namespace + "\x00" + k.N
 func (s *snapshot) rollout(k api.Key) *rolloutState {
 	ro, _ := s.rollouts.Get(rolloutTreeKey(k))
 	return ro
+}
+
+// stampOf is the stamp of rollout k's traffic when version is what it
+// serves now, else nil.
+func (s *snapshot) stampOf(k api.Key, version string) *stamp {
+	if ro := s.rollout(k); ro != nil && ro.version == version {
+		return ro.stamp
+	}
+	return nil
 }
 
 // hostKey returns the rollout serving host.

@@ -26,9 +26,10 @@ import (
 
 type runOptions struct {
 	daemon.Options
-	configFile string
-	logFormat  string
-	logLevel   string
+	configFile  string
+	logFormat   string
+	logLevel    string
+	memoryLimit string
 }
 
 func newRunCmd() *cobra.Command {
@@ -58,6 +59,9 @@ keys (lists for repeatable flags); flags on the command line win.`,
 			}
 			o.Logger = logger
 			warnSecretsOnCommandLine(logger, inline)
+			if err := applyMemoryLimit(o.memoryLimit, logger); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			// Traces: off unless the standard OTEL_* variables ask for them.
@@ -83,6 +87,7 @@ keys (lists for repeatable flags); flags on the command line win.`,
 	f.BoolVar(&o.InsecureXDS, "insecure-xds", false, "allow --xds-addr beyond loopback without mutual TLS: anyone on the network can read every route and NACK to hold a canary")
 	f.StringVar(&o.HTTPAddr, "http-addr", daemon.DefaultHTTPAddr, "HTTP API listen address; beyond loopback it needs --api-token-file or --insecure-api")
 	f.StringVar(&o.DebugAddr, "debug-addr", "", "serve pprof at /debug/pprof/ on this loopback address, e.g. 127.0.0.1:6060 (default: off)")
+	f.StringVar(&o.memoryLimit, "memory-limit", "", "soft limit of the daemon's memory, e.g. 600MiB, or off; the garbage collector works harder near it (CPU for RSS) (default: GOMEMLIMIT, else 90% of the cgroup's memory limit, else none)")
 	f.BoolVar(&o.InsecureAPI, "insecure-api", false, "allow --http-addr beyond loopback without --api-token-file: anyone on the network can promote and abort")
 	lim := httpapi.DefaultLimits()
 	f.DurationVar(&o.HTTPLimits.ReadHeaderTimeout, "http-read-header-timeout", lim.ReadHeaderTimeout, "time a client has to send the request headers")

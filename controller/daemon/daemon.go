@@ -327,6 +327,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	run("http", d.serveHTTP)
 	run("git", d.followGit)
 	run("store", d.watchStore)
+	run("memory", func(ctx context.Context) error { return releaseAfterLoads(ctx, d.log) })
 	if d.kube != nil {
 		run("scheduler", d.kube.runBinder)
 		run("routes", d.kube.runRouters)

@@ -114,7 +114,7 @@ func (r *Runner) enqueue(key api.Key, j job, create bool) error {
 }
 
 // enqueueLocked adds j to key's queue, creating the rollout if needed, and
-// starts its worker; r.mu is held and the runner is open.
+// gives the rollout a worker; r.mu is held and the runner is open.
 func (r *Runner) enqueueLocked(key api.Key, j job) {
 	e := r.rollouts[key]
 	if e == nil {
@@ -124,14 +124,53 @@ func (r *Runner) enqueueLocked(key api.Key, j job) {
 	e.queue = append(e.queue, j)
 	if !e.running {
 		e.running = true
-		r.workers.Add(1)
-		go r.work(e)
+		select {
+		case r.spare <- e: // a worker between rollouts takes it
+		default:
+			r.workers.Add(1)
+			go r.work(e)
+		}
 	}
 }
 
-// work processes e's events one at a time until its queue is empty.
+// spareFor is how long a worker whose rollout has no more events waits to
+// take another rollout before it exits. A commit of a thousand rollouts
+// gives each several bursts of events (the change, its ACK, its analysis):
+// a new goroutine per burst grew its stack again, page by page, through
+// rollout.Step's frames (newstack was 5-9 % of the commit's CPU), while a
+// worker kept for the next burst already has it. A second is long enough
+// for a busy runner (some worker frees up every few milliseconds, and
+// takes whichever rollout is next) and short enough that the workers of
+// a load's peak, and their stacks, are gone soon after it.
+const spareFor = time.Second
+
+// work drains e's queue, then takes the next rollout handed to it, until
+// none comes for spareFor or the runner closes. A rollout has at most one
+// worker at a time (e.running), so its events keep their order.
 func (r *Runner) work(e *entry) {
 	defer r.workers.Done()
+	var idle *time.Timer
+	for {
+		r.drain(e)
+		if idle == nil {
+			idle = time.NewTimer(spareFor)
+		} else {
+			idle.Reset(spareFor)
+		}
+		select {
+		case e = <-r.spare:
+			idle.Stop()
+		case <-idle.C:
+			return
+		case <-r.quit:
+			idle.Stop()
+			return
+		}
+	}
+}
+
+// drain processes e's events one at a time until its queue is empty.
+func (r *Runner) drain(e *entry) {
 	for {
 		r.mu.Lock()
 		if len(e.queue) == 0 || r.closed {

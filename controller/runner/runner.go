@@ -132,7 +132,11 @@ type Runner struct {
 	idle     *sync.Cond // signalled when a worker finds its queue empty
 
 	workers sync.WaitGroup
-	waits   sync.WaitGroup // ACK waits
+	// spare hands a rollout to a worker waiting between rollouts (work),
+	// and quit, closed by Close, ends those waits.
+	spare chan *entry
+	quit  chan struct{}
+	waits sync.WaitGroup // ACK waits
 }
 
 // New validates opts and returns a Runner; call Start next.
@@ -164,6 +168,8 @@ func New(opts Options) (*Runner, error) {
 		subs:     map[*Subscription]struct{}{},
 		adm:      admissionState{limits: opts.Limits, granting: map[api.Key]bool{}},
 		hosts:    newHostIndex(),
+		spare:    make(chan *entry),
+		quit:     make(chan struct{}),
 	}
 	r.idle = sync.NewCond(&r.mu)
 	return r, nil
@@ -250,6 +256,7 @@ func (r *Runner) Close() error {
 		e.queue = nil
 	}
 	r.mu.Unlock()
+	close(r.quit)
 	r.workers.Wait()
 	// No worker runs now and none can start, so the entries' timers and
 	// runs are ours. They are stopped without r.mu: an analysis' stop waits
