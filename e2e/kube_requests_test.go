@@ -70,14 +70,25 @@ func TestKubeAPIRequestsPerRollout(t *testing.T) {
 	if n := toHealthy["list pods"]; n > 0 {
 		t.Errorf("promote → Healthy: %v pod lists; want none (every set applied is sluice's already)", n)
 	}
+	// Only a Scale that cannot plan from the cache lists ReplicaSets (two
+	// lists): the new canary's first, and the scale-down that retires the
+	// old stable. Before, every Scale did (5–6 and 4).
+	for _, p := range []struct {
+		what   string
+		counts map[string]float64
+	}{{"push → Paused", toPaused}, {"promote → Healthy", toHealthy}} {
+		if n := p.counts["list replicasets"]; n > 2 {
+			t.Errorf("%s: %v ReplicaSet lists; want at most 2 (one Scale planned from the API)", p.what, n)
+		}
+	}
 }
 
-// The counts measured (docs/scale.md, "API requests per rollout": 12 and
-// 8), with a margin of two for a request of the background (a retried
+// The counts measured (docs/scale.md, "API requests per rollout": 8 and
+// 5), with a margin of two for a request of the background (a retried
 // conflict, an event).
 const (
-	maxToPaused  = 14
-	maxToHealthy = 10
+	maxToPaused  = 10
+	maxToHealthy = 7
 )
 
 // kubeRequests reads sluice_kube_api_requests_total by "verb resource".

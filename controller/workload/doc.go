@@ -15,7 +15,9 @@
 //     rollout at 0 replicas within its revision history and deleted past it
 //     (an experiment's at once),
 //     and the selectors of the rollout's canary and stable Services pinned to
-//     their side's hash.
+//     their side's hash. It plans from the ReplicaSet cache when that is
+//     safe and applies only the sets that changed (writes.go); at most
+//     Options.MaxScalesInFlight Scales talk to the apiserver at once.
 //  4. Readiness, Endpoints and Status read the caches.
 //
 // Server-side apply uses client-go's typed apply configurations directly,

@@ -89,6 +89,13 @@ func (m *Manager) buildNamespaceInformers(namespace string, strip informers.Shar
 	if err := slices.Informer().AddIndexers(cache.Indexers{byService: serviceIndex}); err != nil {
 		return nil, fmt.Errorf("index endpointslices: %w", err)
 	}
+	if _, err := rs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { m.seenReplicaSet(obj, false) },
+		UpdateFunc: func(_, obj any) { m.seenReplicaSet(obj, false) },
+		DeleteFunc: func(obj any) { m.seenReplicaSet(obj, true) },
+	}); err != nil {
+		return nil, fmt.Errorf("informer handler: %w", err)
+	}
 	byLabels := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { m.enqueueLabelled(obj) },
 		UpdateFunc: func(_, obj any) { m.enqueueLabelled(obj) },
@@ -225,6 +232,31 @@ func (m *Manager) enqueueZoneChange(oldObj, obj any) {
 			}
 		}
 	}
+}
+
+// seenReplicaSet tells the write log what the ReplicaSet informer
+// delivered.
+func (m *Manager) seenReplicaSet(obj any, gone bool) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if rs, ok := obj.(*appsv1.ReplicaSet); ok {
+		m.writes.seen(rs, gone)
+	}
+}
+
+// cachedReplicaSet is the cache's copy of a ReplicaSet; nil if none.
+func (m *Manager) cachedReplicaSet(namespace, name string) *appsv1.ReplicaSet {
+	c := m.cachesFor(namespace)
+	if c == nil {
+		return nil
+	}
+	obj, ok, _ := c.rsIndex.GetByKey(namespace + "/" + name)
+	if !ok {
+		return nil
+	}
+	rs, _ := obj.(*appsv1.ReplicaSet)
+	return rs
 }
 
 // replicaSetsOf lists the rollout's ReplicaSets from the cache.

@@ -43,6 +43,9 @@ type Options struct {
 	// pushed for them finds them. Called from one goroutine, one call at
 	// a time: it must not block, and may call the Manager's read methods.
 	OnReady func(key api.Key, ev rollout.PodsReady)
+	// MaxScalesInFlight bounds the Scale calls that talk to the apiserver
+	// at once (default DefaultMaxScalesInFlight); more wait for a slot.
+	MaxScalesInFlight int
 	// OnEndpoints is called when the endpoints (or their zones) of any
 	// version of a rollout change. Same rules as OnReady.
 	OnEndpoints func(key api.Key)
@@ -50,6 +53,15 @@ type Options struct {
 
 // DefaultSyncTimeout is Options.SyncTimeout's default.
 const DefaultSyncTimeout = 2 * time.Minute
+
+// DefaultMaxScalesInFlight is Options.MaxScalesInFlight's default. A
+// commit that changes 1,000 rollouts starts 1,000 Scales at once (the
+// runner runs each in its own goroutine): unbounded, their requests (and
+// response buffers) filled the apiserver's queues ahead of the state
+// store's saves and the binder's binds, which set the pace of the rollouts
+// as much (docs/scale.md, "Side by side with Argo Rollouts' controller").
+// 64 is the binder's bound too.
+const DefaultMaxScalesInFlight = 64
 
 // Manager is the workload actuator. Its methods are safe for concurrent
 // use; the read methods answer from the informers' caches.
@@ -81,6 +93,11 @@ type Manager struct {
 	forcedMu sync.Mutex
 	forced   map[api.Key]bool
 
+	// writes remembers sluice's own ReplicaSet writes (writes.go).
+	writes *writeLog
+	// scaleSlots holds a token per Scale talking to the apiserver.
+	scaleSlots chan struct{}
+
 	pinsMu sync.RWMutex
 	pins   map[api.Key]servicePins
 	// pinnedBy maps "<namespace>/<service>" to the rollout that pinned it.
@@ -97,6 +114,9 @@ func New(opts Options) (*Manager, error) {
 	}
 	if opts.SyncTimeout <= 0 {
 		opts.SyncTimeout = DefaultSyncTimeout
+	}
+	if opts.MaxScalesInFlight <= 0 {
+		opts.MaxScalesInFlight = DefaultMaxScalesInFlight
 	}
 	met, err := newMetrics(opts.Registry)
 	if err != nil {
@@ -115,6 +135,8 @@ func New(opts Options) (*Manager, error) {
 		pins:         map[api.Key]servicePins{},
 		forced:       map[api.Key]bool{},
 		pinnedBy:     map[string]api.Key{},
+		writes:       newWriteLog(),
+		scaleSlots:   make(chan struct{}, opts.MaxScalesInFlight),
 	}
 	if m.onReady == nil {
 		m.onReady = func(api.Key, rollout.PodsReady) {}

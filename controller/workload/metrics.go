@@ -16,6 +16,21 @@ const (
 
 type metrics struct {
 	applyErrors *prometheus.CounterVec
+	plans       *prometheus.CounterVec
+}
+
+// Where Scale read the ReplicaSets it planned on, the source label of
+// sluice_workload_scale_plans_total.
+const (
+	planFromCacheSource = "cache"
+	planFromAPISource   = "api"
+)
+
+func planSource(fromCache bool) string {
+	if fromCache {
+		return planFromCacheSource
+	}
+	return planFromAPISource
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -24,15 +39,24 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "sluice_workload_apply_errors_total",
 			Help: "Failed writes to the cluster by the workload actuator (or the reads they need), by object: replicaset (apply, scale to 0, delete), pod (labels of an adopted ReplicaSet's pods) or service (selector pin).",
 		}, []string{"object"}),
+		plans: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_workload_scale_plans_total",
+			Help: "Scales of the workload actuator by where they read the rollout's ReplicaSets: cache (the informer's; every wanted set already sluice's, none leaving) or api (two lists).",
+		}, []string{"source"}),
 	}
 	for _, o := range []string{objectReplicaSet, objectPod, objectService} {
 		m.applyErrors.WithLabelValues(o)
 	}
+	for _, s := range []string{planFromCacheSource, planFromAPISource} {
+		m.plans.WithLabelValues(s)
+	}
 	if reg == nil {
 		return m, nil
 	}
-	if err := reg.Register(m.applyErrors); err != nil {
-		return nil, fmt.Errorf("register workload metrics: %w", err)
+	for _, c := range []prometheus.Collector{m.applyErrors, m.plans} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register workload metrics: %w", err)
+		}
 	}
 	return m, nil
 }

@@ -27,53 +27,122 @@ var applyOptions = metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
 // whole (server-side, field manager "sluice", forced), adopting an existing
 // ReplicaSet of the same hash; then every other ReplicaSet of the rollout
 // goes to 0 replicas, those past revisionHistoryLimit are deleted, and the
-// named Services are pinned to their side's hash. It reads the cluster, not
-// the caches, so that calling it again at once (after a crash, say)
-// changes nothing. When a set cannot be applied nothing is scaled down.
+// named Services are pinned to their side's hash. Calling it again at once
+// (after a crash, say) changes nothing. When a set cannot be applied
+// nothing is scaled down.
+//
+// It plans from the informer cache when that is safe (planFromCache: every
+// wanted set is already sluice's, the cache holds sluice's own last writes,
+// and nothing leaves), else from the API; and it applies only the sets
+// whose configuration changed (writes.go).
 func (m *Manager) Scale(ctx context.Context, a rollout.ScaleWorkloads) error {
 	key := a.Rollout
 	if err := checkPorts(a.Sets); err != nil {
 		return fmt.Errorf("scale %s: %w", key, err)
 	}
-	have, err := m.listCandidates(ctx, key, a.Sets)
+	select {
+	case m.scaleSlots <- struct{}{}:
+		defer func() { <-m.scaleSlots }()
+	case <-ctx.Done():
+		return fmt.Errorf("scale %s: waiting for one of %d Scales in flight: %w", key, cap(m.scaleSlots), context.Cause(ctx))
+	}
+	have, plan, ok, err := m.planFromCache(key, a.Sets)
+	if err == nil && !ok {
+		have, plan, err = m.planFromAPI(ctx, key, a.Sets)
+	}
 	if err != nil {
 		return fmt.Errorf("scale %s: %w", key, err)
 	}
-	facts := make([]replicaSetFacts, len(have))
-	for i, rs := range have {
-		facts[i] = factsOf(rs, key.Name)
-	}
-	plan, err := planScale(key.Name, a.Sets, facts, historyLimit(a.Sets))
-	if err != nil {
-		return fmt.Errorf("scale %s: %w", key, err)
-	}
+	m.metrics.plans.WithLabelValues(planSource(ok)).Inc()
+	applied := 0
 	for _, step := range stableFirst(plan.Apply) {
-		if err := m.applySet(ctx, key, step, baselineOf(a.Sets, step, have)); err != nil {
+		did, err := m.applySet(ctx, key, step, baselineOf(a.Sets, step, have), named(have, step.Name))
+		if err != nil {
 			return fmt.Errorf("scale %s: %w", key, err)
 		}
+		if did {
+			applied++
+		}
 	}
-	err = errors.Join(m.retireUnwanted(ctx, plan, have), m.pinServices(ctx, key, wantedPins(a.Sets)))
+	err = errors.Join(m.retireUnwanted(ctx, key, plan, have), m.pinServices(ctx, key, wantedPins(a.Sets)))
 	if err != nil {
 		return fmt.Errorf("scale %s: %w", key, err)
 	}
-	m.log.Debug("workload scaled", "rollout", key.String(), "gen", a.Gen,
-		"applied", len(plan.Apply), "retired", len(plan.Retire), "deleted", len(plan.Delete))
+	m.log.Debug("workload scaled", "rollout", key.String(), "gen", a.Gen, "from_cache", ok,
+		"applied", applied, "unchanged", len(plan.Apply)-applied, "retired", len(plan.Retire), "deleted", len(plan.Delete))
+	return nil
+}
+
+// planFromCache plans from the informer cache, and says whether it could.
+// It cannot while the cache may not hold one of sluice's own writes to the
+// rollout's sets (writes.go), when a wanted set is not yet one of sluice's
+// ReplicaSets (it may have to be adopted from a ReplicaSet the cache does
+// not hold: only sluice's are cached), or when a set leaves: retiring
+// keeps what sluice applied to it, read from its managed fields, which the
+// cache strips, and a deletion should act on the API's word. What is left
+// is a plan that only applies sets already sluice's, whole: an apply made
+// on a stale copy is the same apply, so at worst it is repeated.
+func (m *Manager) planFromCache(key api.Key, sets []rollout.WorkloadSet) ([]*appsv1.ReplicaSet, scalePlan, bool, error) {
+	if !m.writes.caughtUp(key) {
+		return nil, scalePlan{}, false, nil
+	}
+	var have []*appsv1.ReplicaSet
+	for _, rs := range m.replicaSetsOf(key) {
+		if rs.DeletionTimestamp == nil {
+			have = append(have, rs)
+		}
+	}
+	facts := factsOfAll(have, key.Name)
+	for _, s := range sets {
+		if !slices.ContainsFunc(facts, func(f replicaSetFacts) bool { return f.Ours && f.Hash == s.Hash }) {
+			return nil, scalePlan{}, false, nil
+		}
+	}
+	plan, err := planScale(key.Name, sets, facts, historyLimit(sets))
+	if err != nil || len(plan.Retire) > 0 || len(plan.Delete) > 0 {
+		return nil, scalePlan{}, false, err
+	}
+	return have, plan, true, nil
+}
+
+// planFromAPI plans from the rollout's ReplicaSets as the API lists them.
+func (m *Manager) planFromAPI(ctx context.Context, key api.Key, sets []rollout.WorkloadSet) ([]*appsv1.ReplicaSet, scalePlan, error) {
+	have, err := m.listCandidates(ctx, key, sets)
+	if err != nil {
+		return nil, scalePlan{}, err
+	}
+	m.writes.readFromAPI(key)
+	plan, err := planScale(key.Name, sets, factsOfAll(have, key.Name), historyLimit(sets))
+	return have, plan, err
+}
+
+func factsOfAll(have []*appsv1.ReplicaSet, rolloutName string) []replicaSetFacts {
+	facts := make([]replicaSetFacts, len(have))
+	for i, rs := range have {
+		facts[i] = factsOf(rs, rolloutName)
+	}
+	return facts
+}
+
+// named is the ReplicaSet of have with that name; nil if none.
+func named(have []*appsv1.ReplicaSet, name string) *appsv1.ReplicaSet {
+	for _, rs := range have {
+		if rs.Name == name {
+			return rs
+		}
+	}
 	return nil
 }
 
 // retireUnwanted scales the plan's unwanted ReplicaSets to 0 and deletes
 // those past the history, trying every one whatever fails.
-func (m *Manager) retireUnwanted(ctx context.Context, plan scalePlan, have []*appsv1.ReplicaSet) error {
-	byName := map[string]*appsv1.ReplicaSet{}
-	for _, rs := range have {
-		byName[rs.Name] = rs
-	}
+func (m *Manager) retireUnwanted(ctx context.Context, key api.Key, plan scalePlan, have []*appsv1.ReplicaSet) error {
 	var errs []error
 	for _, name := range plan.Retire {
-		errs = append(errs, m.retire(ctx, byName[name]))
+		errs = append(errs, m.retire(ctx, key, named(have, name)))
 	}
 	for _, name := range plan.Delete {
-		errs = append(errs, m.deleteReplicaSet(ctx, byName[name]))
+		errs = append(errs, m.deleteReplicaSet(ctx, key, named(have, name)))
 	}
 	return errors.Join(errs...)
 }
@@ -132,20 +201,36 @@ func baselineOf(sets []rollout.WorkloadSet, step applyStep, have []*appsv1.Repli
 	return ""
 }
 
-func (m *Manager) applySet(ctx context.Context, key api.Key, step applyStep, baselineOf string) error {
+// applySet applies one wanted set, unless current (its ReplicaSet as
+// planned on, nil if none) already is what sluice applied (writes.go),
+// and says whether it applied.
+func (m *Manager) applySet(ctx context.Context, key api.Key, step applyStep, baselineOf string, current *appsv1.ReplicaSet) (bool, error) {
 	ac, err := replicaSetApplyBeside(key.Namespace, key.Name, step, m.schedulePods, baselineOf)
 	if err != nil {
-		return fmt.Errorf("replicaset %s: %w", step.Name, err)
+		return false, fmt.Errorf("replicaset %s: %w", step.Name, err)
+	}
+	digest, err := digestOf(ac)
+	if err != nil {
+		return false, fmt.Errorf("replicaset %s: %w", step.Name, err)
+	}
+	if m.writes.unchanged(current, ac, digest) {
+		return false, nil
 	}
 	rs, err := m.client.AppsV1().ReplicaSets(key.Namespace).Apply(ctx, ac, applyOptions)
 	if err != nil {
 		m.metrics.applyErrors.WithLabelValues(objectReplicaSet).Inc()
-		return fmt.Errorf("apply replicaset %s: %w", step.Name, err)
+		return false, fmt.Errorf("apply replicaset %s: %w", step.Name, err)
 	}
-	if podsLabelled(rs) {
-		return nil
+	m.writes.wrote(key, rs.Name, rs.ResourceVersion, m.cachedReplicaSet(rs.Namespace, rs.Name))
+	if !podsLabelled(rs) {
+		if err := m.labelAdoptedPods(ctx, key, rs); err != nil {
+			return true, err
+		}
 	}
-	return m.labelAdoptedPods(ctx, key, rs)
+	// Remembered only once its pods are labelled too: a Scale retried
+	// after a failed labelling applies (and labels) again.
+	m.writes.recordApply(rs, digest)
+	return true, nil
 }
 
 // podsLabelled: the ReplicaSet controller has seen the set's current
@@ -196,7 +281,7 @@ func (m *Manager) labelAdoptedPods(ctx context.Context, key api.Key, rs *appsv1.
 // retire scales an unwanted ReplicaSet to 0 and marks it inactive, keeping
 // the rest of what sluice applied to it (extracted from its managed fields;
 // sluice no longer has the old version's template).
-func (m *Manager) retire(ctx context.Context, rs *appsv1.ReplicaSet) error {
+func (m *Manager) retire(ctx context.Context, key api.Key, rs *appsv1.ReplicaSet) error {
 	ac, err := appsv1ac.ExtractReplicaSet(rs, FieldManager)
 	if err != nil {
 		return fmt.Errorf("extract replicaset %s: %w", rs.Name, err)
@@ -206,17 +291,20 @@ func (m *Manager) retire(ctx context.Context, rs *appsv1.ReplicaSet) error {
 	}
 	ac.Spec.WithReplicas(0)
 	ac.WithAnnotations(map[string]string{AnnotationRole: RoleInactive})
-	if _, err := m.client.AppsV1().ReplicaSets(rs.Namespace).Apply(ctx, ac, applyOptions); err != nil {
+	m.writes.forgetApply(rs.Namespace, rs.Name)
+	out, err := m.client.AppsV1().ReplicaSets(rs.Namespace).Apply(ctx, ac, applyOptions)
+	if err != nil {
 		m.metrics.applyErrors.WithLabelValues(objectReplicaSet).Inc()
 		return fmt.Errorf("scale replicaset %s to 0: %w", rs.Name, err)
 	}
+	m.writes.wrote(key, out.Name, out.ResourceVersion, m.cachedReplicaSet(out.Namespace, out.Name))
 	return nil
 }
 
 // deleteReplicaSet removes a ReplicaSet past the revision history; the
 // garbage collector removes its pods. It is deleted only if it is still
 // the object that was planned on (UID precondition).
-func (m *Manager) deleteReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet) error {
+func (m *Manager) deleteReplicaSet(ctx context.Context, key api.Key, rs *appsv1.ReplicaSet) error {
 	bg := metav1.DeletePropagationBackground
 	err := m.client.AppsV1().ReplicaSets(rs.Namespace).Delete(ctx, rs.Name, metav1.DeleteOptions{
 		Preconditions:     &metav1.Preconditions{UID: &rs.UID},
@@ -226,6 +314,7 @@ func (m *Manager) deleteReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet) e
 		m.metrics.applyErrors.WithLabelValues(objectReplicaSet).Inc()
 		return fmt.Errorf("delete replicaset %s: %w", rs.Name, err)
 	}
+	m.writes.deleted(key, rs.Namespace, rs.Name, m.cachedReplicaSet(rs.Namespace, rs.Name))
 	m.log.Info("replicaset deleted past the revision history", "namespace", rs.Namespace, "replicaset", rs.Name)
 	return nil
 }

@@ -160,8 +160,14 @@ func (s *Store) callCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), s.opts.Timeout)
 }
 
-// DefaultMaxInFlight is Options.MaxInFlight's default.
-const DefaultMaxInFlight = 32
+// DefaultMaxInFlight is Options.MaxInFlight's default. At 32, a change of
+// 1,000 rollouts kept 600–1,000 saves waiting for a slot (goroutine dumps
+// of go run ./e2e/scale -kube -peer argo, docs/scale.md): each rollout's
+// next step waits for its save, so the slots set the pace once the
+// workload actuator's requests were cut. 64 stays well under the
+// apiserver's inflight limits; every save of an existing rollout is one
+// status write (its resourceVersion is kept).
+const DefaultMaxInFlight = 64
 
 // call runs one SluiceRollout call once a slot is free, with Timeout
 // counted from then. fn must not call the Store (it holds a slot).

@@ -1,0 +1,160 @@
+package workload
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"sync"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+
+	"github.com/sluice-dev/sluice/api"
+)
+
+// writeLog is the Manager's memory of its own ReplicaSet writes, so that
+// Scale can plan from the informer cache and skip applies that would
+// change nothing (docs/scale.md, "API requests per rollout"):
+//
+//   - awaited: per rollout, the writes (resourceVersion, or deletion) the
+//     ReplicaSet informer has not delivered yet. While one is awaited the
+//     cache may miss a set sluice just created, or show one it just
+//     scaled as it was before, and Scale reads the API instead. The
+//     informer delivers each object's versions in order and updates its
+//     cache before it tells the handlers, so once a write's version was
+//     seen the cache holds it or something newer.
+//   - applied: per ReplicaSet, what sluice last applied to it (a digest
+//     of the whole apply configuration) and the UID and generation the
+//     apply answered. A set whose cached object still has that UID and
+//     generation (no spec change since, by anyone) and carries the
+//     configuration's labels and annotations needs no new apply of the
+//     same configuration.
+//
+// After a restart both are empty: the caches are synced before any Scale
+// (Start), nothing is awaited, and every set is applied once more.
+type writeLog struct {
+	mu      sync.Mutex
+	awaited map[api.Key]map[string]string // rollout → ReplicaSet name → resourceVersion ("" = deletion)
+	applied map[types.NamespacedName]appliedSet
+}
+
+type appliedSet struct {
+	digest     [sha256.Size]byte
+	uid        types.UID
+	generation int64
+}
+
+func newWriteLog() *writeLog {
+	return &writeLog{awaited: map[api.Key]map[string]string{}, applied: map[types.NamespacedName]appliedSet{}}
+}
+
+// wrote records a write of rs that answered resourceVersion rv; cached is
+// the informer's copy now (nil if none), which may already hold it.
+func (w *writeLog) wrote(key api.Key, name, rv string, cached *appsv1.ReplicaSet) {
+	if cached != nil && cached.ResourceVersion == rv {
+		return
+	}
+	w.await(key, name, rv)
+}
+
+// deleted records a deletion of name; cached is the informer's copy now.
+func (w *writeLog) deleted(key api.Key, ns, name string, cached *appsv1.ReplicaSet) {
+	w.mu.Lock()
+	delete(w.applied, types.NamespacedName{Namespace: ns, Name: name})
+	w.mu.Unlock()
+	if cached != nil {
+		w.await(key, name, "")
+	}
+}
+
+func (w *writeLog) await(key api.Key, name, rv string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.awaited[key] == nil {
+		w.awaited[key] = map[string]string{}
+	}
+	w.awaited[key][name] = rv
+}
+
+// seen is the informer's delivery of rs (gone: its deletion).
+func (w *writeLog) seen(rs *appsv1.ReplicaSet, gone bool) {
+	key := api.Key{Namespace: rs.Namespace, Name: rs.Labels[LabelRollout]}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if gone {
+		delete(w.applied, types.NamespacedName{Namespace: rs.Namespace, Name: rs.Name})
+	}
+	want, ok := w.awaited[key][rs.Name]
+	if !ok || (gone && want != "") || (!gone && want != rs.ResourceVersion) {
+		return
+	}
+	delete(w.awaited[key], rs.Name)
+	if len(w.awaited[key]) == 0 {
+		delete(w.awaited, key)
+	}
+}
+
+// caughtUp says the cache holds every write of key's ReplicaSets.
+func (w *writeLog) caughtUp(key api.Key) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.awaited[key]) == 0
+}
+
+// readFromAPI forgets what was awaited of key: Scale has just read its
+// ReplicaSets from the API, and plans on that, not on the cache. (An
+// await can stay unmet when the cache moved past the write before it was
+// recorded.)
+func (w *writeLog) readFromAPI(key api.Key) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.awaited, key)
+}
+
+// recordApply remembers the configuration (digest) sluice applied to rs.
+func (w *writeLog) recordApply(rs *appsv1.ReplicaSet, digest [sha256.Size]byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.applied[types.NamespacedName{Namespace: rs.Namespace, Name: rs.Name}] = appliedSet{digest: digest, uid: rs.UID, generation: rs.Generation}
+}
+
+// forgetApply drops what was applied to a set written otherwise (retired).
+func (w *writeLog) forgetApply(ns, name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.applied, types.NamespacedName{Namespace: ns, Name: name})
+}
+
+// unchanged says applying ac (of digest) to current would change nothing
+// sluice owns: sluice applied this very configuration to this object, its
+// spec has not changed since, and its labels and annotations still say
+// what ac says.
+func (w *writeLog) unchanged(current *appsv1.ReplicaSet, ac *appsv1ac.ReplicaSetApplyConfiguration, digest [sha256.Size]byte) bool {
+	if current == nil {
+		return false
+	}
+	w.mu.Lock()
+	a, ok := w.applied[types.NamespacedName{Namespace: current.Namespace, Name: current.Name}]
+	w.mu.Unlock()
+	return ok && a.digest == digest && a.uid == current.UID && a.generation == current.Generation &&
+		holds(current.Labels, ac.Labels) && holds(current.Annotations, ac.Annotations)
+}
+
+// holds says have carries every key of want with its value.
+func holds(have, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// digestOf is the digest of a whole apply configuration.
+func digestOf(ac *appsv1ac.ReplicaSetApplyConfiguration) ([sha256.Size]byte, error) {
+	b, err := json.Marshal(ac)
+	if err != nil {
+		return [sha256.Size]byte{}, err
+	}
+	return sha256.Sum256(b), nil
+}
