@@ -31,7 +31,7 @@ func TestKubeAPIRequestsPerRollout(t *testing.T) {
 	settle := func() { time.Sleep(2 * time.Second) } // let informer-driven writes of the last step land
 	settle()
 
-	before := d.kubeRequests()
+	before, plansBefore := d.kubeRequests(), d.scalePlans()
 	spec.Version = v2
 	commit := repo.push("v2", map[string]string{"rollouts/kq.yaml": spec.yaml()})
 	d.waitStatus(ns+"/kq", 60*time.Second, "paused at 20 %", func(s httpapi.RolloutStatus) bool {
@@ -39,7 +39,7 @@ func TestKubeAPIRequestsPerRollout(t *testing.T) {
 	})
 	waitReplicaSet(t, c, ns, "kq", v2, 1, 60*time.Second)
 	settle()
-	paused := d.kubeRequests()
+	paused, plansPaused := d.kubeRequests(), d.scalePlans()
 
 	d.cli("promote", ns+"/kq")
 	d.waitStatus(ns+"/kq", 60*time.Second, "promoted", func(s httpapi.RolloutStatus) bool {
@@ -47,18 +47,35 @@ func TestKubeAPIRequestsPerRollout(t *testing.T) {
 	})
 	waitReplicaSet(t, c, ns, "kq", v1, 0, 60*time.Second)
 	settle()
-	healthy := d.kubeRequests()
+	healthy, plansHealthy := d.kubeRequests(), d.scalePlans()
 
 	toPaused, toHealthy := diffCounts(before, paused), diffCounts(paused, healthy)
-	t.Logf("push → Paused (%v requests):\n%s", total(toPaused), table(toPaused))
-	t.Logf("promote → Healthy, old stable at 0 (%v requests):\n%s", total(toHealthy), table(toHealthy))
+	apiPaused, apiHealthy := plansPaused["api"]-plansBefore["api"], plansHealthy["api"]-plansPaused["api"]
+	t.Logf("push → Paused (%v requests, %v Scales planned from the API):\n%s", total(toPaused), apiPaused, table(toPaused))
+	t.Logf("promote → Healthy, old stable at 0 (%v requests, %v Scales planned from the API):\n%s", total(toHealthy), apiHealthy, table(toHealthy))
+	// Each phase has one Scale that must plan from the API (two lists):
+	// the new canary's first, the scale-down that retires the old stable.
+	// A Scale whose rollout's last write the informer has not delivered
+	// yet plans from the API too (PodsReady can come within milliseconds
+	// of the canary's apply): it costs its two lists, allowed here, and
+	// nothing else.
 	for _, p := range []struct {
 		what   string
 		counts map[string]float64
 		most   float64
-	}{{"push → Paused", toPaused, maxToPaused}, {"promote → Healthy", toHealthy, maxToHealthy}} {
-		if n := total(p.counts); n > p.most {
-			t.Errorf("%s: %v requests, more than the %v measured (docs/scale.md)", p.what, n, p.most)
+		api    float64
+	}{{"push → Paused", toPaused, maxToPaused, apiPaused}, {"promote → Healthy", toHealthy, maxToHealthy, apiHealthy}} {
+		lagged := max(p.api-1, 0)
+		if n := total(p.counts); n > p.most+2*lagged {
+			t.Errorf("%s: %v requests, more than the %v measured (docs/scale.md) plus 2 for each of %v Scales the cache lagged", p.what, n, p.most, lagged)
+		}
+		// Only a Scale planned from the API lists ReplicaSets, two lists
+		// each. Before, every Scale did (5–6 and 4 a phase).
+		if n := p.counts["list replicasets"]; n > 2*p.api {
+			t.Errorf("%s: %v ReplicaSet lists for %v Scales planned from the API; want 2 each, none for a Scale planned from the cache", p.what, n, p.api)
+		}
+		if p.api > 2 {
+			t.Errorf("%s: %v Scales planned from the API; want 1 (2 when the cache lagged)", p.what, p.api)
 		}
 	}
 	// Re-applying a ReplicaSet sluice already owns lists no pods to
@@ -70,17 +87,6 @@ func TestKubeAPIRequestsPerRollout(t *testing.T) {
 	if n := toHealthy["list pods"]; n > 0 {
 		t.Errorf("promote → Healthy: %v pod lists; want none (every set applied is sluice's already)", n)
 	}
-	// Only a Scale that cannot plan from the cache lists ReplicaSets (two
-	// lists): the new canary's first, and the scale-down that retires the
-	// old stable. Before, every Scale did (5–6 and 4).
-	for _, p := range []struct {
-		what   string
-		counts map[string]float64
-	}{{"push → Paused", toPaused}, {"promote → Healthy", toHealthy}} {
-		if n := p.counts["list replicasets"]; n > 2 {
-			t.Errorf("%s: %v ReplicaSet lists; want at most 2 (one Scale planned from the API)", p.what, n)
-		}
-	}
 }
 
 // The counts measured (docs/scale.md, "API requests per rollout": 8 and
@@ -90,6 +96,35 @@ const (
 	maxToPaused  = 10
 	maxToHealthy = 7
 )
+
+// scalePlans reads sluice_workload_scale_plans_total by source (cache,
+// api).
+func (d *daemon) scalePlans() map[string]float64 {
+	d.t.Helper()
+	resp, err := http.Get(d.url + "/metrics")
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		labels, value, ok := strings.Cut(strings.TrimPrefix(sc.Text(), "sluice_workload_scale_plans_total{"), "} ")
+		if !ok || labels == sc.Text() {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscanf(value, "%g", &v); err != nil {
+			d.t.Fatalf("metric line %q: %v", sc.Text(), err)
+		}
+		for _, kv := range strings.Split(labels, ",") {
+			if k, val, _ := strings.Cut(kv, "="); k == "source" {
+				out[strings.Trim(val, `"`)] += v
+			}
+		}
+	}
+	return out
+}
 
 // kubeRequests reads sluice_kube_api_requests_total by "verb resource".
 func (d *daemon) kubeRequests() map[string]float64 {

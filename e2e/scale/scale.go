@@ -350,16 +350,16 @@ func measureMetrics(d *daemon, res *Result) error {
 	return nil
 }
 
-// measureIdle lets the daemon settle, reads the heap and goroutines, then
-// measures CPU over idle (nothing scrapes or calls it meanwhile) and the
-// RSS at its end.
+// measureIdle reads the heap, then measures CPU over idle (nothing
+// scrapes or calls it meanwhile), and the RSS and goroutines at its end:
+// the runner's workers outlive the load by a second (spareFor), so
+// goroutines read as it ends would count them.
 func measureIdle(ctx context.Context, d *daemon, idle time.Duration, res *Result) error {
 	s, err := d.scrape()
 	if err != nil {
 		return err
 	}
 	res.HeapInuseBytes = s.Samples["go_memstats_heap_inuse_bytes"]
-	res.Goroutines = s.Samples["go_goroutines"]
 	t0, err := cpuTicks(d.pid)
 	if err != nil {
 		return err
@@ -376,8 +376,14 @@ func measureIdle(ctx context.Context, d *daemon, idle time.Duration, res *Result
 	}
 	res.IdleSeconds = time.Since(start).Seconds()
 	res.IdleCPUPercent = 100 * float64(t1-t0) / clockTicks / res.IdleSeconds
-	res.RSSBytes, err = rssBytes(d.pid)
-	return err
+	if res.RSSBytes, err = rssBytes(d.pid); err != nil {
+		return err
+	}
+	if s, err = d.scrape(); err != nil {
+		return err
+	}
+	res.Goroutines = s.Samples["go_goroutines"]
+	return nil
 }
 
 func measureOneChange(ctx context.Context, d *daemon, c *client.Client, repo *gitRepo, f fleet, ep endpoints, i int, envoy *envoySubscriber, grpcShaped *adsSubscriber, res *Result) error {
