@@ -233,6 +233,7 @@ type envOptions struct {
 	limits     Limits
 	tracing    *tracing.Provider
 	workloads  Workloads
+	maxWorkers int
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -261,7 +262,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		defer close(e.dispDone)
 		_ = disp.Run(ctx)
 	}()
-	opts := Options{Store: st, Traffic: e.traffic, Alerter: disp, AckTimeout: o.ackTimeout, Now: o.now, Limits: o.limits, Tracing: o.tracing, Workloads: o.workloads}
+	opts := Options{Store: st, Traffic: e.traffic, Alerter: disp, AckTimeout: o.ackTimeout, Now: o.now, Limits: o.limits, Tracing: o.tracing, Workloads: o.workloads, MaxWorkers: o.maxWorkers}
 	if o.storeWrap != nil {
 		opts.Store = o.storeWrap(st)
 	}

@@ -124,12 +124,28 @@ func (r *Runner) enqueueLocked(key api.Key, j job) {
 	e.queue = append(e.queue, j)
 	if !e.running {
 		e.running = true
-		select {
-		case r.spare <- e: // a worker between rollouts takes it
-		default:
-			r.workers.Add(1)
-			go r.work(e)
-		}
+		r.assignLocked(e)
+	}
+}
+
+// assignLocked gives e a worker: a spare one, a new one while there are
+// fewer than MaxWorkers, else the next one free (ready); r.mu is held.
+func (r *Runner) assignLocked(e *entry) {
+	select {
+	case r.spare <- e: // a worker between rollouts takes it
+		return
+	default:
+	}
+	if r.nworkers < r.opts.MaxWorkers {
+		r.nworkers++
+		r.workers.Add(1)
+		go r.work(e)
+		return
+	}
+	r.ready = append(r.ready, e)
+	select {
+	case r.kick <- struct{}{}: // a worker about to wait spare looks again
+	default:
 	}
 }
 
@@ -144,27 +160,57 @@ func (r *Runner) enqueueLocked(key api.Key, j job) {
 // a load's peak, and their stacks, are gone soon after it.
 const spareFor = time.Second
 
-// work drains e's queue, then takes the next rollout handed to it, until
-// none comes for spareFor or the runner closes. A rollout has at most one
-// worker at a time (e.running), so its events keep their order.
+// work drains e's queue, then the next rollout waiting for a worker or
+// handed to it, until none comes for spareFor or the runner closes. A
+// rollout has at most one worker at a time (e.running), so its events
+// keep their order.
 func (r *Runner) work(e *entry) {
 	defer r.workers.Done()
-	var idle *time.Timer
-	for {
+	idle := time.NewTimer(spareFor)
+	defer idle.Stop()
+	for e != nil {
 		r.drain(e)
-		if idle == nil {
-			idle = time.NewTimer(spareFor)
-		} else {
-			idle.Reset(spareFor)
-		}
+		e = r.nextRollout(idle)
+	}
+}
+
+// nextRollout is the rollout this worker serves next: the first waiting
+// for a worker, or one handed to it while it waits spare; nil when it is
+// to exit (spareFor without one, or the runner closed), having left the
+// count of workers. The waiting rollouts are looked at, under r.mu, just
+// before leaving, so that none is left without a worker.
+func (r *Runner) nextRollout(idle *time.Timer) *entry {
+	if !idle.Stop() {
 		select {
-		case e = <-r.spare:
-			idle.Stop()
 		case <-idle.C:
-			return
+		default:
+		}
+	}
+	idle.Reset(spareFor)
+	leaving := false
+	for {
+		r.mu.Lock()
+		if len(r.ready) > 0 {
+			e := r.ready[0]
+			r.ready[0] = nil
+			r.ready = r.ready[1:]
+			r.mu.Unlock()
+			return e
+		}
+		if leaving {
+			r.nworkers--
+			r.mu.Unlock()
+			return nil
+		}
+		r.mu.Unlock()
+		select {
+		case e := <-r.spare:
+			return e
+		case <-r.kick:
+		case <-idle.C:
+			leaving = true
 		case <-r.quit:
-			idle.Stop()
-			return
+			leaving = true
 		}
 	}
 }

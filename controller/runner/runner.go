@@ -103,7 +103,23 @@ type Options struct {
 	// verdicts in their commit's trace, and stamps alerts with the trace
 	// id; nil is tracing.Off().
 	Tracing *tracing.Provider
+	// MaxWorkers bounds the goroutines processing rollouts' events at
+	// once (default DefaultMaxWorkers); a rollout with events beyond it
+	// waits for the next free worker, in turn (queue.go).
+	MaxWorkers int
 }
+
+// DefaultMaxWorkers is Options.MaxWorkers' default. A commit of
+// thousands of rollouts gave each its own worker, nearly all of them
+// blocked on their save with the deep stack of rollout.Step (2,000
+// goroutines and 42 MiB of stacks at 1,000 rollouts in Kubernetes mode,
+// 197 MiB at 5,000; docs/scale.md), while the store takes 64 saves at a
+// time. A worker blocks only on its own rollout's I/O (its save, its
+// traffic write, an Ahead scale of at most 5 s), never on another
+// rollout, so a bound cannot deadlock; it is large enough that a few
+// rollouts stuck on a slow apiserver leave hundreds of workers to the
+// others.
+const DefaultMaxWorkers = 256
 
 // Update is one published status change.
 type Update struct {
@@ -132,6 +148,13 @@ type Runner struct {
 	idle     *sync.Cond // signalled when a worker finds its queue empty
 
 	workers sync.WaitGroup
+	// nworkers counts the workers (guarded by mu), at most
+	// opts.MaxWorkers; ready holds, in turn, the rollouts with events that
+	// found every worker busy (guarded by mu), and kick wakes a spare
+	// worker for them.
+	nworkers int
+	ready    []*entry
+	kick     chan struct{}
 	// spare hands a rollout to a worker waiting between rollouts (work),
 	// and quit, closed by Close, ends those waits.
 	spare chan *entry
@@ -159,6 +182,9 @@ func New(opts Options) (*Runner, error) {
 	if opts.Tracing == nil {
 		opts.Tracing = tracing.Off()
 	}
+	if opts.MaxWorkers <= 0 {
+		opts.MaxWorkers = DefaultMaxWorkers
+	}
 	r := &Runner{
 		opts:     opts,
 		log:      opts.Logger,
@@ -169,6 +195,7 @@ func New(opts Options) (*Runner, error) {
 		adm:      admissionState{limits: opts.Limits, granting: map[api.Key]bool{}},
 		hosts:    newHostIndex(),
 		spare:    make(chan *entry),
+		kick:     make(chan struct{}, 1),
 		quit:     make(chan struct{}),
 	}
 	r.idle = sync.NewCond(&r.mu)
