@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"fmt"
 	"net/http"
 	"sort"
@@ -9,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/rollout"
 	"github.com/sluice-dev/sluice/internal/kubetest"
@@ -98,66 +99,41 @@ const (
 )
 
 // scalePlans reads sluice_workload_scale_plans_total by source (cache,
-// api).
+// api), summed over clusters.
 func (d *daemon) scalePlans() map[string]float64 {
-	d.t.Helper()
-	resp, err := http.Get(d.url + "/metrics")
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		labels, value, ok := strings.Cut(strings.TrimPrefix(sc.Text(), "sluice_workload_scale_plans_total{"), "} ")
-		if !ok || labels == sc.Text() {
-			continue
-		}
-		var v float64
-		if _, err := fmt.Sscanf(value, "%g", &v); err != nil {
-			d.t.Fatalf("metric line %q: %v", sc.Text(), err)
-		}
-		for _, kv := range strings.Split(labels, ",") {
-			if k, val, _ := strings.Cut(kv, "="); k == "source" {
-				out[strings.Trim(val, `"`)] += v
-			}
-		}
-	}
-	return out
+	return d.countersBy("sluice_workload_scale_plans_total", "source")
 }
 
 // kubeRequests reads sluice_kube_api_requests_total by "verb resource".
 func (d *daemon) kubeRequests() map[string]float64 {
+	return d.countersBy("sluice_kube_api_requests_total", "verb", "resource")
+}
+
+// countersBy scrapes /metrics and sums the counter family's samples by the
+// values of labels, joined with spaces.
+func (d *daemon) countersBy(family string, labels ...string) map[string]float64 {
 	d.t.Helper()
 	resp, err := http.Get(d.url + "/metrics")
 	if err != nil {
 		d.t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		d.t.Fatalf("parse /metrics: %v", err)
+	}
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "sluice_kube_api_requests_total{") {
-			continue
+	for _, m := range families[family].GetMetric() {
+		have := map[string]string{}
+		for _, l := range m.GetLabel() {
+			have[l.GetName()] = l.GetValue()
 		}
-		var resource, verb string
-		var v float64
-		labels, value, _ := strings.Cut(strings.TrimPrefix(line, "sluice_kube_api_requests_total{"), "} ")
-		for _, kv := range strings.Split(labels, ",") {
-			k, val, _ := strings.Cut(kv, "=")
-			val = strings.Trim(val, `"`)
-			switch k {
-			case "resource":
-				resource = val
-			case "verb":
-				verb = val
-			}
+		key := make([]string, len(labels))
+		for i, l := range labels {
+			key[i] = have[l]
 		}
-		if _, err := fmt.Sscanf(value, "%g", &v); err != nil {
-			d.t.Fatalf("metric line %q: %v", line, err)
-		}
-		out[verb+" "+resource] = v
+		out[strings.Join(key, " ")] += m.GetCounter().GetValue()
 	}
 	return out
 }
