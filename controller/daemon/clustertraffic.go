@@ -35,10 +35,18 @@ type ClusterTraffic struct {
 	eps  EndpointSource
 	log  *slog.Logger
 
-	mu    sync.Mutex
-	last  map[api.Key]api.Traffic // the latest traffic the runner asked for
-	held  map[api.Key]*hold       // rollouts whose latest traffic waits for endpoints
-	holds uint64                  // numbers the holds' version tokens
+	mu   sync.Mutex
+	last map[api.Key]api.Traffic // the latest traffic the runner asked for
+	held map[api.Key]*hold       // rollouts whose latest traffic waits for endpoints
+	// tokens are the holds a wait may still name: every hold in force, and
+	// those released since the rollout's last SetTraffic (listed in
+	// released). A released token can reach WaitForAck after its publish
+	// (the endpoints came between the runner's SetTraffic and its wait, or
+	// the hold came and went with the endpoints on a republish) and must
+	// still lead to the gateway's version.
+	tokens   map[string]*hold
+	released map[api.Key][]string
+	holds    uint64 // numbers the holds' version tokens
 }
 
 // hold is a rollout's traffic waiting for endpoints. Its token stands in
@@ -59,7 +67,8 @@ const heldPrefix = "held/"
 // NewClusterTraffic publishes to next (the gateway side) with the
 // endpoints eps resolves; log gets the holds and republish failures.
 func NewClusterTraffic(next runner.Traffic, eps EndpointSource, log *slog.Logger) *ClusterTraffic {
-	return &ClusterTraffic{next: next, eps: eps, log: log, last: map[api.Key]api.Traffic{}, held: map[api.Key]*hold{}}
+	return &ClusterTraffic{next: next, eps: eps, log: log, last: map[api.Key]api.Traffic{}, held: map[api.Key]*hold{},
+		tokens: map[string]*hold{}, released: map[api.Key][]string{}}
 }
 
 // SetTraffic publishes t with the cluster's endpoints of its workloads, or
@@ -68,39 +77,55 @@ func NewClusterTraffic(next runner.Traffic, eps EndpointSource, log *slog.Logger
 func (c *ClusterTraffic) SetTraffic(t api.Traffic) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.forgetReleased(t.Rollout)
 	c.last[t.Rollout] = t
 	return c.publish(t)
 }
 
+// forgetReleased drops the tokens of the rollout's released holds: newer
+// traffic supersedes every wait on them (c.mu held).
+func (c *ClusterTraffic) forgetReleased(key api.Key) {
+	for _, token := range c.released[key] {
+		delete(c.tokens, token)
+	}
+	delete(c.released, key)
+}
+
 // WaitForAck waits on the gateway: a republish is a later version, which
 // carries the one waited for. Traffic held for endpoints is first waited
-// for until it is published; if that takes the whole wait, the error says
-// which side had no endpoint (and is a deadline, as a slow ACK is).
+// for until it is published; if that takes the whole wait, the error is a
+// runner.HeldError naming the side with no endpoint (the runner waits
+// again rather than letting the step go on). A hold that another hold of
+// the rollout replaced was superseded: its wait ends as cancelled.
 func (c *ClusterTraffic) WaitForAck(ctx context.Context, host, version string) error {
-	if h := c.holdOf(version); h != nil {
+	if strings.HasPrefix(version, heldPrefix) {
+		h := c.holdOf(version)
+		if h == nil {
+			return fmt.Errorf("traffic held as %s: replaced by newer traffic of the rollout: %w", version, context.Canceled)
+		}
 		select {
 		case <-h.done:
 			version = h.version
 		case <-ctx.Done():
-			return fmt.Errorf("traffic held: the %s side has no Ready endpoint in the cluster: %w", h.side, ctx.Err())
+			return &runner.HeldError{Side: c.sideOf(h), Err: ctx.Err()}
 		}
 	}
 	return c.next.WaitForAck(ctx, host, version)
 }
 
-// holdOf is the hold a version token names (nil for a gateway version).
-func (c *ClusterTraffic) holdOf(version string) *hold {
-	if !strings.HasPrefix(version, heldPrefix) {
-		return nil
-	}
+// holdOf is the hold a version token names, held or released (nil once
+// newer traffic of the rollout superseded it).
+func (c *ClusterTraffic) holdOf(token string) *hold {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, h := range c.held {
-		if h.token == version {
-			return h
-		}
-	}
-	return nil
+	return c.tokens[token]
+}
+
+// sideOf is the side h waits for endpoints of (it changes as they come).
+func (c *ClusterTraffic) sideOf(h *hold) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return h.side
 }
 
 // PublishServed publishes t as SetTraffic does, holding it while a side
@@ -110,6 +135,7 @@ func (c *ClusterTraffic) holdOf(version string) *hold {
 func (c *ClusterTraffic) PublishServed(t api.Traffic) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.forgetReleased(t.Rollout)
 	c.last[t.Rollout] = t
 	_, err := c.publish(t)
 	return err
@@ -158,6 +184,7 @@ func (c *ClusterTraffic) hold(t api.Traffic, side string) *hold {
 	c.holds++
 	h := &hold{since: time.Now(), side: side, token: heldPrefix + strconv.FormatUint(c.holds, 10), done: make(chan struct{})}
 	c.held[t.Rollout] = h
+	c.tokens[h.token] = h
 	c.log.Info("traffic held until its endpoints are Ready", "rollout", t.Rollout.String(), "side", side,
 		"stable", t.Weights.Stable, "canary", t.Weights.Canary, "baseline", t.Weights.Baseline)
 	return h
@@ -170,6 +197,7 @@ func (c *ClusterTraffic) release(key api.Key, version string) {
 		return
 	}
 	delete(c.held, key)
+	c.released[key] = append(c.released[key], h.token)
 	h.version = version
 	close(h.done)
 	c.log.Info("held traffic published", "rollout", key.String(), "held", time.Since(h.since).Round(time.Millisecond).String())

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/controller/runner"
 )
 
 // endpointsByHash stands in for the cluster: the endpoints of each hash.
@@ -122,7 +123,8 @@ func (a *ackLog) WaitForAck(_ context.Context, _, version string) error {
 // readiness, as when a Service's selector has just moved) is not sent to
 // the gateway, which would refuse a stable side without endpoints or fail
 // calls to an empty canary; the step's ACK wait follows the hold to the
-// publish, and a hold that outlasts the wait says which side it was.
+// publish, and a hold that outlasts the wait is a runner.HeldError naming
+// the side (so the runner waits on rather than letting the step go on).
 func TestClusterTrafficHoldsStepUntilEndpoints(t *testing.T) {
 	for _, side := range []string{"stable", "canary"} {
 		t.Run(side, func(t *testing.T) {
@@ -142,8 +144,9 @@ func TestClusterTrafficHoldsStepUntilEndpoints(t *testing.T) {
 			}
 			short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 			defer cancel()
-			if err := c.WaitForAck(short, tr.Host, version); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "the "+side+" side has no Ready endpoint") {
-				t.Errorf("wait on a hold that outlasts it: %v; want a deadline naming the %s side", err, side)
+			var held *runner.HeldError
+			if err := c.WaitForAck(short, tr.Host, version); !errors.As(err, &held) || held.Side != side || !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("wait on a hold that outlasts it: %v; want a runner.HeldError naming the %s side", err, side)
 			}
 			acked := make(chan error, 1)
 			go func() { acked <- c.WaitForAck(context.Background(), tr.Host, version) }()
@@ -164,5 +167,49 @@ func TestClusterTrafficHoldsStepUntilEndpoints(t *testing.T) {
 				t.Errorf("waited for versions %v; want the publish's version 1", gw.waited)
 			}
 		})
+	}
+}
+
+// TestHeldTokenOutlivesItsRelease: the endpoints can arrive between the
+// runner's SetTraffic (which returned a hold's token) and its ACK wait,
+// and a hold can come and go again on a republish; the token must still
+// lead to the gateway's version of the publish. Before, a released token
+// reached the gateway as a version ("held/1"), which it refuses, and the
+// runner took that refusal for a NACK and held the canary.
+func TestHeldTokenOutlivesItsRelease(t *testing.T) {
+	eps := endpointsByHash{"h1": {"10.244.0.1:8080"}}
+	gw := &ackLog{}
+	c := NewClusterTraffic(gw, eps, slog.New(slog.DiscardHandler))
+	key := api.Key{Namespace: "shop", Name: "checkout"}
+	tr := api.Traffic{Rollout: key, Host: "checkout.shop", StableWorkload: "h1", CanaryWorkload: "h2", Weights: api.CanaryWeights(20)}
+	token, err := c.SetTraffic(tr)
+	if err != nil || !strings.HasPrefix(token, heldPrefix) {
+		t.Fatalf("SetTraffic with no canary endpoint: %q, %v; want a hold's token", token, err)
+	}
+	eps["h2"] = []string{"10.244.0.2:8080"}
+	c.EndpointsChanged(key) // published as version 1
+	delete(eps, "h2")
+	c.EndpointsChanged(key) // held again: a second hold, its own token
+	eps["h2"] = []string{"10.244.0.3:8080"}
+	c.EndpointsChanged(key) // published as version 2
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.WaitForAck(ctx, tr.Host, token); err != nil {
+		t.Fatalf("wait on a token released before the wait: %v", err)
+	}
+	if !slices.Equal(gw.waited, []string{"1"}) {
+		t.Errorf("waited for versions %v; want the version of the token's publish, 1", gw.waited)
+	}
+
+	// Newer traffic of the rollout supersedes waits on the old tokens.
+	if _, err := c.SetTraffic(tr); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitForAck(ctx, tr.Host, token); !errors.Is(err, context.Canceled) {
+		t.Errorf("wait on a token of superseded traffic: %v; want it cancelled", err)
+	}
+	if len(c.tokens) != 0 {
+		t.Errorf("%d tokens kept after newer traffic was published; want none", len(c.tokens))
 	}
 }

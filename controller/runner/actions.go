@@ -69,13 +69,13 @@ func (r *Runner) setTraffic(e *entry, a rollout.SetTraffic) {
 		r.Submit(key, rollout.TrafficNacked{Gen: a.Gen, Reason: "publish: " + err.Error()})
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.opts.AckTimeout)
+	ctx, cancel := context.WithCancel(context.Background())
 	e.ackCancel = cancel
 	r.waits.Add(1)
 	go func() {
 		defer r.waits.Done()
 		defer cancel()
-		err := r.opts.Traffic.WaitForAck(ctx, a.Traffic.Host, version)
+		err := r.waitForAck(ctx, key, a, version)
 		var unverified *UnverifiedError
 		switch {
 		case err == nil:
@@ -84,19 +84,38 @@ func (r *Runner) setTraffic(e *entry, a rollout.SetTraffic) {
 		case errors.As(err, &unverified):
 			r.endPush(push, ack, version, "unverified", nil)
 			r.Submit(key, rollout.TrafficAcked{Gen: a.Gen, Unverified: unverified.Message})
+		case errors.Is(err, context.Canceled) || ctx.Err() != nil:
+			// Superseded by newer traffic, or the runner is closing.
+			r.endPush(push, ack, version, "superseded", err)
 		case errors.Is(err, context.DeadlineExceeded):
 			r.log.Warn("xds ack timed out; the step goes on", "rollout", key.String(), "gen", a.Gen, "version", version, "err", err)
 			r.endPush(push, ack, version, "timeout", err)
 			r.Submit(key, rollout.TrafficAckTimeout{Gen: a.Gen})
-		case errors.Is(err, context.Canceled):
-			// Superseded by newer traffic, or the runner is closing.
-			r.endPush(push, ack, version, "superseded", err)
 		default:
 			r.log.Warn("xds nack", "rollout", key.String(), "gen", a.Gen, "version", version, "err", err)
 			r.endPush(push, ack, version, "nack", err)
 			r.Submit(key, rollout.TrafficNacked{Gen: a.Gen, Reason: err.Error()})
 		}
 	}()
+}
+
+// waitForAck waits up to AckTimeout for the clients' ACK of version, and
+// for as many more rounds as the traffic stays held back unpublished
+// (HeldError): the step must not go on while sluice knows its weight is
+// not in force. ctx ends the wait when newer traffic supersedes it.
+func (r *Runner) waitForAck(ctx context.Context, key api.Key, a rollout.SetTraffic, version string) error {
+	for round := 1; ; round++ {
+		wait, cancel := context.WithTimeout(ctx, r.opts.AckTimeout)
+		err := r.opts.Traffic.WaitForAck(wait, a.Traffic.Host, version)
+		roundEnded := wait.Err() != nil
+		cancel()
+		var held *HeldError
+		if !errors.As(err, &held) || !roundEnded || ctx.Err() != nil {
+			return err
+		}
+		r.log.Warn("traffic still held; the step waits for it", "rollout", key.String(), "gen", a.Gen, "side", held.Side,
+			"waited", time.Duration(round)*r.opts.AckTimeout)
+	}
 }
 
 // Back-off of a ScaleWorkloads the cluster refused (the apiserver is down

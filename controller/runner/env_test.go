@@ -30,7 +30,7 @@ var errFakeNack = errors.New("fake nack")
 type fakeTraffic struct {
 	mu      sync.Mutex
 	sets    []api.Traffic
-	mode    string // "ack" (default), "block" (until ctx ends), "nack", "unverified", "gate" (until release)
+	mode    string // "ack" (default), "block" (until ctx ends), "nack", "unverified", "gate" (until release), "held" (gate, ending as a HeldError)
 	onSet   func(api.Traffic) error
 	waiting int
 	gate    chan struct{}
@@ -71,6 +71,13 @@ func (f *fakeTraffic) WaitForAck(ctx context.Context, host, version string) erro
 			return nil
 		case <-ctx.Done():
 			return fmt.Errorf("wait %s %s: %w", host, version, ctx.Err())
+		}
+	case "held":
+		select {
+		case <-gate:
+			return nil
+		case <-ctx.Done():
+			return &HeldError{Side: "canary", Err: ctx.Err()}
 		}
 	case "nack":
 		return fmt.Errorf("client rejected %s: %w", version, errFakeNack)
