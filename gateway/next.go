@@ -94,9 +94,15 @@ func (b *genBuilder) apply(c rolloutChange, layout EnvoyRouteLayout) error {
 	if c.ro != nil {
 		owned = ownedResources(c.res, layout, c.ro.backOnly)
 	}
+	// A rollout that serves the same host again keeps its entry: deleting
+	// and inserting it copied its path of the tree twice, on every step.
+	hostKept := false
 	if old, ok := b.rollouts.Get(rolloutTreeKey(c.key)); ok {
 		if k, ok := b.hosts.Get([]byte(old.traffic.Host)); ok && k == c.key {
-			b.hosts.Delete([]byte(old.traffic.Host))
+			hostKept = c.ro != nil && !c.ro.backOnly && c.ro.traffic.Host == old.traffic.Host
+			if !hostKept {
+				b.hosts.Delete([]byte(old.traffic.Host))
+			}
 		}
 		for _, w := range old.owned {
 			// A name published again is replaced by put: deleting it
@@ -112,7 +118,7 @@ func (b *genBuilder) apply(c rolloutChange, layout EnvoyRouteLayout) error {
 		return nil
 	}
 	host := c.ro.traffic.Host
-	if !c.ro.backOnly {
+	if !c.ro.backOnly && !hostKept {
 		if other, dup := b.hosts.Get([]byte(host)); dup {
 			return &ValidationError{Rollout: c.key, Rule: "host", Err: fmt.Errorf("host %q is already served by rollout %s", host, other)}
 		}
