@@ -60,9 +60,13 @@ const (
 // to the configured Prometheus; every body is capped at MaxResponseBytes;
 // web requests dial through the engine's webGuard.
 func (e *Engine) client(provider string, target origin, headers map[string]string, tokenFile string, insecure bool) *http.Client {
-	base := e.transport(insecure)
+	i := 0
+	if insecure {
+		i = 1
+	}
+	base := e.transports[i]
 	if provider == labelWeb {
-		base = e.webGuard.transport(base)
+		base = e.webTransports[i]
 	}
 	var rt http.RoundTripper = &limitBodies{
 		base:    base,

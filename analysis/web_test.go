@@ -3,9 +3,11 @@ package analysis
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,5 +86,36 @@ func TestWebProvider(t *testing.T) {
 				t.Errorf("reason %q does not name the metric", st.Reason)
 			}
 		})
+	}
+}
+
+// Runs one after another reuse the engine's connections: each run's
+// provider had a transport of its own, so every run dialled again and left
+// an idle connection open behind it (a thousand in a large commit).
+func TestWebRunsShareConnections(t *testing.T) {
+	var dials atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"successRate": 1}`)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			dials.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	e, _ := newTestEngine(t)
+	for i := range 3 {
+		rec := startRun(t, e, RunSpec{}, api.Metric{
+			Name:             "web",
+			SuccessCondition: "result >= 0.95",
+			Provider:         api.Provider{Kind: api.ProviderWeb, Web: &api.WebProvider{URL: srv.URL, JSONPath: "{$.successRate}"}},
+		})
+		if st := rec.wait(t, 30*time.Second); st.Phase != PhaseSuccessful {
+			t.Fatalf("run %d: %s", i, st.Phase)
+		}
+	}
+	if n := dials.Load(); n != 1 {
+		t.Errorf("3 runs opened %d connections, want 1", n)
 	}
 }

@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	iradix "github.com/hashicorp/go-immutable-radix/v2"
 	"github.com/sluice-dev/sluice/api"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -92,9 +94,15 @@ func (b *genBuilder) apply(c rolloutChange, layout EnvoyRouteLayout) error {
 	if c.ro != nil {
 		owned = ownedResources(c.res, layout, c.ro.backOnly)
 	}
+	// A rollout that serves the same host again keeps its entry: deleting
+	// and inserting it copied its path of the tree twice, on every step.
+	hostKept := false
 	if old, ok := b.rollouts.Get(rolloutTreeKey(c.key)); ok {
 		if k, ok := b.hosts.Get([]byte(old.traffic.Host)); ok && k == c.key {
-			b.hosts.Delete([]byte(old.traffic.Host))
+			hostKept = c.ro != nil && !c.ro.backOnly && c.ro.traffic.Host == old.traffic.Host
+			if !hostKept {
+				b.hosts.Delete([]byte(old.traffic.Host))
+			}
 		}
 		for _, w := range old.owned {
 			// A name published again is replaced by put: deleting it
@@ -110,7 +118,7 @@ func (b *genBuilder) apply(c rolloutChange, layout EnvoyRouteLayout) error {
 		return nil
 	}
 	host := c.ro.traffic.Host
-	if !c.ro.backOnly {
+	if !c.ro.backOnly && !hostKept {
 		if other, dup := b.hosts.Get([]byte(host)); dup {
 			return &ValidationError{Rollout: c.key, Rule: "host", Err: fmt.Errorf("host %q is already served by rollout %s", host, other)}
 		}
@@ -128,19 +136,25 @@ func (b *genBuilder) apply(c rolloutChange, layout EnvoyRouteLayout) error {
 	return nil
 }
 
-// put publishes one resource, keeping the previous generation's pointer
-// when its bytes did not change.
+// put publishes one resource. One whose bytes did not change keeps its
+// pointer and generation, and the tree is left alone: most of a rollout's
+// resources are the same at every step (its clusters, endpoints and
+// listener; only the route's weights move), and inserting them again
+// copied their path of the tree, and hashed and wrapped their bytes, for
+// nothing.
 func (b *genBuilder) put(w named) error {
-	nr, err := w.resource(typeURLs[w.t], b.gen)
+	key := []byte(w.name)
+	b.touched[w.t][w.name] = true
+	typeURL, raw, err := w.encode(typeURLs[w.t])
 	if err != nil {
 		return err
 	}
-	nr.owner = w.owner
-	if or := b.old.types[w.t].get(w.name); or != nil && or.version == nr.version {
-		nr = or // unchanged content keeps its pointer and generation
+	if cur, ok := b.types[w.t].Get(key); ok && bytes.Equal(cur.any.Value, raw) {
+		return nil
 	}
-	b.types[w.t].Insert([]byte(w.name), nr)
-	b.touched[w.t][w.name] = true
+	nr := rawResource(w.name, typeURL, raw, b.gen)
+	nr.owner = w.owner
+	b.types[w.t].Insert(key, nr)
 	return nil
 }
 
@@ -221,11 +235,17 @@ type named struct {
 	owner api.Key // zero for the shared sluice-http resources
 }
 
-func (w named) resource(typeURL string, gen uint64) (*resource, error) {
+// encode returns the resource's type URL and bytes; typeURL is its type's,
+// for one already encoded.
+func (w named) encode(typeURL string) (string, []byte, error) {
 	if w.raw != nil {
-		return rawResource(w.name, typeURL, w.raw, gen), nil
+		return typeURL, w.raw, nil
 	}
-	return newResource(w.name, w.msg, gen)
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(w.msg)
+	if err != nil {
+		return "", nil, fmt.Errorf("marshal %s: %w", w.name, err)
+	}
+	return resourcev3.APITypePrefix + string(w.msg.ProtoReflect().Descriptor().FullName()), b, nil
 }
 
 // envoyRouteBytes encodes the sluice-http RouteConfiguration from the

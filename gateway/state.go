@@ -15,7 +15,6 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/sluice-dev/sluice/api"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -68,14 +67,6 @@ type resource struct {
 	version string  // content hash: the delta resource version
 	gen     uint64  // generation that published this content
 	owner   api.Key // the rollout it belongs to; zero for the shared sluice-http resources
-}
-
-func newResource(name string, m proto.Message, gen uint64) (*resource, error) {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("marshal %s: %w", name, err)
-	}
-	return rawResource(name, resourcev3.APITypePrefix+string(m.ProtoReflect().Descriptor().FullName()), b, gen), nil
 }
 
 func rawResource(name, typeURL string, b []byte, gen uint64) *resource {

@@ -67,25 +67,55 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case e, ok := <-ch:
-			if !ok {
+			if !ok || !h.writeEvent(w, e, only) {
 				return
 			}
-			if only != nil && e.Key() != *only {
-				continue
-			}
-			data, err := json.Marshal(e)
-			if err != nil {
-				h.log.Error("encode event", "err", err)
-				continue
-			}
-			// json.Marshal never emits a newline, so one data line is one
-			// event.
-			if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", e.Seq, data); err != nil {
-				return
+			// The events already waiting go out in the same flush: a
+			// commit publishes thousands within a second, and a flush per
+			// event was a write system call each.
+			for range maxEventsPerFlush {
+				e, ok, ready := nextReady(ch)
+				if !ready {
+					break
+				}
+				if !ok || !h.writeEvent(w, e, only) {
+					return
+				}
 			}
 		}
 		if rc.Flush() != nil {
 			return
 		}
 	}
+}
+
+// maxEventsPerFlush bounds the events written after the first before a
+// flush, so that a steady flood still reaches the client in pieces.
+const maxEventsPerFlush = 256
+
+// nextReady takes an event from ch if one is waiting; ready is false when
+// none is (the channel's ok is then meaningless).
+func nextReady(ch <-chan Event) (e Event, ok, ready bool) {
+	select {
+	case e, ok = <-ch:
+		return e, ok, true
+	default:
+		return Event{}, false, false
+	}
+}
+
+// writeEvent writes e as one server-sent event unless only names another
+// rollout; false when the client is gone.
+func (h *Handler) writeEvent(w http.ResponseWriter, e Event, only *api.Key) bool {
+	if only != nil && e.Key() != *only {
+		return true
+	}
+	data, err := json.Marshal(e)
+	if err != nil {
+		h.log.Error("encode event", "err", err)
+		return true
+	}
+	// json.Marshal never emits a newline, so one data line is one event.
+	_, err = fmt.Fprintf(w, "id: %d\ndata: %s\n\n", e.Seq, data)
+	return err == nil
 }

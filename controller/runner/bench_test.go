@@ -51,3 +51,21 @@ func BenchmarkCommand(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEncodeRecord encodes the record of a canary in its analysis
+// step, as every transition of a commit does: the specs are the same as in
+// the previous record (kept by the spec cache), the rest of the state is
+// encoded again.
+func BenchmarkEncodeRecord(b *testing.B) {
+	rec := analysisRecord()
+	var cache specCache
+	if _, err := encodeRecord(rec, &cache); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := encodeRecord(rec, &cache); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

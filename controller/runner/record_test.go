@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -29,6 +30,10 @@ func TestRecordSpecCache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, got); err != nil || !bytes.Equal(compact.Bytes(), got) {
+			t.Errorf("state %d: record is not compact JSON (%v):\n%s", i, err, got)
+		}
 		rec.Schema = recordSchema
 		plain, err := json.Marshal(rec)
 		if err != nil {
@@ -48,4 +53,35 @@ func TestRecordSpecCache(t *testing.T) {
 			t.Errorf("state %d: spec version %q, want %q", i, a.State.Spec.Version, s.Spec.Version)
 		}
 	}
+}
+
+// analysisRecord is the record of a canary in its analysis step with one
+// measurement taken and the alerts of its step, shaped like those of
+// e2e/scale's rollouts.
+func analysisRecord() record {
+	key := api.Key{Namespace: "ns-000", Name: "svc-00050"}
+	steps := []api.Step{setWeight(10), analysisStep("success-rate"), setWeight(50), pause(0)}
+	v1, v2 := spec(key, "v1", steps...), spec(key, "v2", steps...)
+	t0 := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
+	run := rollout.Run{
+		Name: "success-rate-1", Kind: rollout.RunStep, Step: 1, Phase: rollout.AnalysisRunning,
+		Metrics: []rollout.MetricStatus{{
+			Name: "success-rate", Phase: rollout.AnalysisRunning, Value: "1", Message: "1 of 2 measurements successful, last 1",
+			SuccessCondition: "result >= 0.95",
+			Measurements:     []rollout.Measurement{{Time: t0.Format(time.RFC3339Nano), Phase: rollout.AnalysisSuccessful, Value: "1"}},
+		}},
+		Analysis: *steps[1].Analysis,
+		Args:     map[string]string{"canary": "v2", "stable": "v1", "namespace": key.Namespace, "rollout": key.Name},
+	}
+	s := rollout.State{
+		Key: key, Spec: v2, StableSpec: v1, Commit: "80aacdd4acd12a2dcebb932f57116ae90429150c",
+		Phase: rollout.PhaseProgressing, Message: "step 2/4: analysis", StableVersion: "v1", CanaryVersion: "v2",
+		StepIndex: 1, Cursor: rollout.CursorRunning, Weights: api.Weights{Stable: 90, Canary: 10},
+		Runs: []rollout.Run{run}, RunSeq: 1, StepRun: run.Name, Seq: 5, TrafficGen: 2, AwaitGen: 2, AckedGen: 2,
+	}
+	alert := rollout.Alert{
+		ID: "ns-000/svc-00050/80aacdd/step-completed/0", Event: rollout.AlertStepCompleted, Severity: "info",
+		Rollout: key.String(), Version: "v2", Commit: s.Commit, Reason: "step 1/4: setWeight 10", Weights: s.Weights,
+	}
+	return record{State: s, Alerts: []rollout.Alert{alert}, Time: t0, CreatedAt: t0, PhaseSince: t0}
 }
