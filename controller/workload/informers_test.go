@@ -59,8 +59,8 @@ func TestInformersCacheOnlySluiceObjects(t *testing.T) {
 				p.Name, len(p.Spec.Volumes), len(p.Status.ContainerStatuses))
 		}
 		if rs, ok := obj.(*appsv1.ReplicaSet); ok && (len(rs.Spec.Template.Spec.Containers) != 0 || len(rs.Spec.Template.Labels) != 0 ||
-			rs.Spec.Template.Annotations[AnnotationVersion] == "" || rs.Status.Replicas != 1) {
-			t.Errorf("cached ReplicaSet %s: template %+v, status %+v; want the template's annotations alone, and the status",
+			rs.Annotations[AnnotationVersion] == "" || rs.Status.Replicas != 1) {
+			t.Errorf("cached ReplicaSet %s: template %+v, status %+v; want no template but its annotations, and the metadata and status",
 				rs.Name, rs.Spec.Template, rs.Status)
 		}
 	}
