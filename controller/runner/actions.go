@@ -130,8 +130,8 @@ const (
 // to move traffic back. Past it the apply goes on in the background.
 const scaleAheadTimeout = 5 * time.Second
 
-// scaleWorkloads applies the desired ReplicaSets in the background and
-// retries until it succeeds or a newer ScaleWorkloads of the rollout
+// scaleWorkloads queues the apply of the desired ReplicaSets (scale.go),
+// retried until it succeeds or a newer ScaleWorkloads of the rollout
 // supersedes it. The machine waits for PodsReady, so a failed apply never
 // moves traffic; it only shows as a wait and in the log. An Ahead one is
 // first tried here, before the actions after it (an abort's mark before
@@ -148,33 +148,8 @@ func (r *Runner) scaleWorkloads(e *entry, a rollout.ScaleWorkloads) {
 	if a.Ahead && r.scaleAhead(a, e.scaleDone) {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	e.scaleCancel, e.scaleDone = cancel, done
-	r.waits.Add(1)
-	go func() {
-		defer r.waits.Done()
-		defer close(done)
-		defer cancel()
-		wait := scaleRetryMin
-		for {
-			err := r.opts.Workloads.Scale(ctx, a)
-			if ctx.Err() != nil {
-				return
-			}
-			if err == nil {
-				r.opts.Workloads.Resend(a.Rollout)
-				return
-			}
-			r.log.Warn("scale workloads failed; retrying", "rollout", a.Rollout.String(), "gen", a.Gen, "retry_in", wait, "err", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(wait):
-			}
-			wait = min(2*wait, scaleRetryMax)
-		}
-	}()
+	j := r.enqueueScale(a)
+	e.scaleCancel, e.scaleDone = j.cancel, j.done
 }
 
 // scaleAhead applies a at once, within scaleAheadTimeout, and reports

@@ -19,10 +19,12 @@ import (
 type orderedWorkloads struct {
 	log     *eventLog
 	release chan struct{}
+	held    chan struct{} // closed once gen 1 is at the "API server"
 }
 
 func (w *orderedWorkloads) Scale(_ context.Context, a rollout.ScaleWorkloads) error {
 	if a.Gen == 1 {
+		close(w.held)
 		// Cancelling does not stop a request the API server already has:
 		// it lands when it lands, the worst case for the mark.
 		<-w.release
@@ -58,7 +60,7 @@ func (l *eventLog) snapshot() []string {
 // and does not hold the traffic up.
 func TestAheadScaleLandsBeforeTraffic(t *testing.T) {
 	log := &eventLog{}
-	w := &orderedWorkloads{log: log, release: make(chan struct{})}
+	w := &orderedWorkloads{log: log, release: make(chan struct{}), held: make(chan struct{})}
 	e := newEnv(t, envOptions{workloads: w})
 	e.traffic.mu.Lock()
 	e.traffic.onSet = func(tr api.Traffic) error {
@@ -79,7 +81,9 @@ func TestAheadScaleLandsBeforeTraffic(t *testing.T) {
 	}
 
 	// The abort: its scale ahead of the traffic back to stable. The slow
-	// apply ends (superseded) a moment later.
+	// apply, in flight (one superseded before it started is never applied),
+	// ends a moment later.
+	<-w.held
 	go func() {
 		time.Sleep(200 * time.Millisecond)
 		close(w.release)

@@ -159,7 +159,9 @@ type Runner struct {
 	// and quit, closed by Close, ends those waits.
 	spare chan *entry
 	quit  chan struct{}
-	waits sync.WaitGroup // ACK waits
+	waits sync.WaitGroup // ACK waits and ScaleWorkloads applies
+	// scales applies the ScaleWorkloads (scale.go).
+	scales scaler
 }
 
 // New validates opts and returns a Runner; call Start next.

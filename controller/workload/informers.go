@@ -171,13 +171,20 @@ func metaOf(obj any) (metav1.Object, error) {
 // endpoints, readiness and status read (labels, node, first container's
 // ports, phase, IPs, conditions): volumes, env and container statuses
 // were about half of each cached pod (docs/scale.md#kubernetes-mode).
-// Pods are written from API reads, never from the cache.
+// Pods are written from API reads, never from the cache. Of a ReplicaSet
+// it drops the pod template's spec (slimReplicaSet), of a node all but
+// its metadata (zoneOf reads its labels).
 func stripManagedFields(obj any) (any, error) {
 	if o, ok := obj.(metav1.Object); ok {
 		o.SetManagedFields(nil)
 	}
-	if p, ok := obj.(*corev1.Pod); ok {
-		slimPod(p)
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		slimPod(o)
+	case *appsv1.ReplicaSet:
+		slimReplicaSet(o)
+	case *corev1.Node:
+		o.Spec, o.Status = corev1.NodeSpec{}, corev1.NodeStatus{}
 	}
 	return obj, nil
 }
@@ -189,6 +196,17 @@ func slimPod(p *corev1.Pod) {
 	}
 	p.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName, SchedulerName: p.Spec.SchedulerName, Containers: containers}
 	p.Status = corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs, Conditions: p.Status.Conditions}
+}
+
+// slimReplicaSet keeps of a cached ReplicaSet what the cache's readers
+// use: its metadata, replicas and status (plans, readiness, status) and
+// the template's annotations (a baseline's canary hash). The template's
+// pod spec, about half of each cached ReplicaSet (docs/scale.md, "Side by
+// side with Argo Rollouts' controller"), is read only from the API:
+// Recall lists the sets, and a Scale that must read a template (adopting,
+// retiring) plans from the API too.
+func slimReplicaSet(rs *appsv1.ReplicaSet) {
+	rs.Spec.Template = corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: rs.Spec.Template.Annotations}}
 }
 
 func (m *Manager) enqueueLabelled(obj any) {

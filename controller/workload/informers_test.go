@@ -58,6 +58,24 @@ func TestInformersCacheOnlySluiceObjects(t *testing.T) {
 			t.Errorf("cached pod %s keeps %d volumes and %d container statuses; want only what endpoints and readiness read",
 				p.Name, len(p.Spec.Volumes), len(p.Status.ContainerStatuses))
 		}
+		if rs, ok := obj.(*appsv1.ReplicaSet); ok && (len(rs.Spec.Template.Spec.Containers) != 0 || len(rs.Spec.Template.Labels) != 0 ||
+			rs.Annotations[AnnotationVersion] == "" || rs.Status.Replicas != 1) {
+			t.Errorf("cached ReplicaSet %s: template %+v, status %+v; want no template but its annotations, and the metadata and status",
+				rs.Name, rs.Spec.Template, rs.Status)
+		}
+	}
+	for _, obj := range e.m.nodeStore.List() {
+		if n := obj.(*corev1.Node); len(n.Status.Conditions) != 0 || n.Labels[ZoneLabel] == "" {
+			t.Errorf("cached node %s: labels %v, %d conditions; want its labels alone", n.Name, n.Labels, len(n.Status.Conditions))
+		}
+	}
+	// Recall reads the templates from the API, whole.
+	found, err := e.m.Recall(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs := found.Stable.Template.Spec.Containers; len(cs) != 1 || cs[0].Image != "shop/co:v1" {
+		t.Errorf("Recall found stable %+v; want the set with its whole template", found.Stable)
 	}
 	if st := e.m.Status(key); len(st) != 1 || st[0].Replicas != 1 {
 		t.Errorf("Status = %+v; want one set of 1 replica (foreign pods labelled sluice.io/rollout=co do not count)", st)

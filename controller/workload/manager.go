@@ -55,12 +55,14 @@ type Options struct {
 const DefaultSyncTimeout = 2 * time.Minute
 
 // DefaultMaxScalesInFlight is Options.MaxScalesInFlight's default. A
-// commit that changes 1,000 rollouts starts 1,000 Scales at once (the
-// runner runs each in its own goroutine): unbounded, their requests (and
-// response buffers) filled the apiserver's queues ahead of the state
-// store's saves and the binder's binds, which set the pace of the rollouts
-// as much (docs/scale.md, "Side by side with Argo Rollouts' controller").
-// 64 is the binder's bound too.
+// commit that changes 1,000 rollouts asks for 1,000 Scales at once:
+// unbounded, their requests (and response buffers) filled the apiserver's
+// queues ahead of the state store's saves and the binder's binds, which
+// set the pace of the rollouts as much (docs/scale.md, "Side by side with
+// Argo Rollouts' controller"). 64 is the binder's bound too, and the
+// runner's workers per cluster (runner.DefaultScaleWorkers): it holds the
+// Scales beyond it as queued jobs, so this bound only counts when several
+// callers share the Manager (an Ahead Scale, two clusters' names for it).
 const DefaultMaxScalesInFlight = 64
 
 // Manager is the workload actuator. Its methods are safe for concurrent

@@ -105,6 +105,8 @@ type PeerResult struct {
 	SchedulerQPS   float32
 	Sluice, Argo   PeerSide
 	CPUProfilePath string `json:",omitempty"`
+	// SluiceMemory is where sluice's memory goes, with its profiles.
+	SluiceMemory PeerMemory
 }
 
 // peerSettle is how long both controllers are left alone with every
@@ -218,6 +220,8 @@ func RunKubePeer(ctx context.Context, cfg PeerConfig) (res PeerResult, err error
 		}
 	}
 
+	res.SluiceMemory.Steady = memSnapshot(sluiceRun.d, sluiceRun.debugAddr, cfg.Dir, "steady")
+
 	if err := pushSluiceChange(sluiceRun, f, cfg.Rollouts, &res.Sluice); err != nil {
 		return res, err
 	}
@@ -230,9 +234,11 @@ func RunKubePeer(ctx context.Context, cfg PeerConfig) (res PeerResult, err error
 	}()
 	defer func() { <-profiled }()
 	logOffset := logSize(sluiceRun.d.logPath)
+	peak := watchPeak(sluiceRun.d, sluiceRun.debugAddr, cfg.Dir)
 	err = both(
 		func() error { return runSluiceChange(ctx, sluiceRun, cfg.Rollouts, sw, &res.Sluice, say) },
 		func() error { return runArgoChange(ctx, argoRun, f, cfg.Rollouts, ak, aw, &res.Argo, say) })
+	res.SluiceMemory.ChangePeak = peak.done()
 	if err != nil {
 		return res, err
 	}
@@ -625,6 +631,11 @@ func printPeerTable(w io.Writer, r PeerResult) error {
 		{"idle CPU, every rollout Healthy", fmt.Sprintf("%.1f %%", s.Process.IdleCPUPercent), withSched(fmt.Sprintf("%.1f %%", a.Process.IdleCPUPercent), fmt.Sprintf("%.1f %%", sched.IdleCPUPercent)), ""},
 		{"client-side throttling lines in the log", fmt.Sprint(s.ThrottleWaits), fmt.Sprint(a.ThrottleWaits), ""},
 	}
+	memRow := func(name string, m MemSnapshot) [4]string {
+		return [4]string{name, fmt.Sprintf("RSS %s: heap in use %s, stacks %s, %.0f goroutines", mib(m.RSSBytes), mib(int64(m.HeapInuseBytes)), mib(int64(m.StackInuseBytes)), m.Goroutines), "", ""}
+	}
+	rows = append(rows, memRow("sluice at the steady state", r.SluiceMemory.Steady),
+		memRow(fmt.Sprintf("sluice at the change's peak (%.0f s in)", r.SluiceMemory.ChangePeak.AtSeconds), r.SluiceMemory.ChangePeak))
 	if len(s.LogErrors)+len(s.LogWarnings) > 0 {
 		rows = append(rows, [4]string{"sluice ERROR / WARN lines during the change", countsString(s.LogErrors) + " / " + countsString(s.LogWarnings), "", ""})
 	}
