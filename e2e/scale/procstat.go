@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -18,16 +17,7 @@ import (
 // cpuProfile takes a CPU profile of the daemon over d through its
 // --debug-addr and keeps it at path ("" if it could not).
 func cpuProfile(debugAddr string, d time.Duration, path string) string {
-	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", debugAddr, int(d.Seconds())))
-	if err != nil {
-		return ""
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK || os.WriteFile(path, b, 0o644) != nil {
-		return ""
-	}
-	return path
+	return saveProfile(debugAddr, fmt.Sprintf("profile?seconds=%d", int(d.Seconds())), path)
 }
 
 // resetPeakRSS resets the process' VmHWM to its current RSS (clear_refs
