@@ -65,19 +65,15 @@ func (f *fakeTraffic) WaitForAck(ctx context.Context, host, version string) erro
 	case "block":
 		<-ctx.Done()
 		return fmt.Errorf("wait %s %s: %w", host, version, ctx.Err())
-	case "gate":
+	case "gate", "held":
 		select {
 		case <-gate:
 			return nil
 		case <-ctx.Done():
+			if mode == "held" {
+				return &HeldError{Side: "canary", Err: ctx.Err()}
+			}
 			return fmt.Errorf("wait %s %s: %w", host, version, ctx.Err())
-		}
-	case "held":
-		select {
-		case <-gate:
-			return nil
-		case <-ctx.Done():
-			return &HeldError{Side: "canary", Err: ctx.Err()}
 		}
 	case "nack":
 		return fmt.Errorf("client rejected %s: %w", version, errFakeNack)
