@@ -87,7 +87,7 @@ func openStore(o Options, log *slog.Logger) (stateStore, error) {
 
 // summarizeRecord fills a SluiceRollout's printer columns.
 func summarizeRecord(record []byte) (kubestore.Summary, error) {
-	st, err := runner.RecordState(record)
+	st, err := runner.RecordSummary(record)
 	if err != nil {
 		return kubestore.Summary{}, err
 	}

@@ -85,3 +85,33 @@ func analysisRecord() record {
 	}
 	return record{State: s, Alerts: []rollout.Alert{alert}, Time: t0, CreatedAt: t0, PhaseSince: t0}
 }
+
+// RecordSummary reads what the printer columns show out of a stored record
+// as a whole decode of it gives, and refuses a record of another schema.
+func TestRecordSummary(t *testing.T) {
+	rec := analysisRecord()
+	b, err := encodeRecord(rec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := RecordSummary(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := decodeRecord(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := full.State
+	want := RecordColumns{Phase: st.Phase, StepIndex: st.StepIndex, Weights: st.Weights, StableVersion: st.StableVersion, CanaryVersion: st.CanaryVersion}
+	if got != want || got.Phase != rollout.PhaseProgressing || got.StepIndex != 1 || got.Weights.Canary != 10 || got.CanaryVersion != "v2" {
+		t.Errorf("RecordSummary = %+v, want %+v", got, want)
+	}
+	other := bytes.Replace(b, []byte(`"schema":`), []byte(`"schema":9`), 1)
+	if _, err := RecordSummary(other); err == nil {
+		t.Errorf("a record of schema 9…: no error")
+	}
+	if _, err := RecordSummary([]byte(`{"schema":`)); err == nil {
+		t.Error("a cut record: no error")
+	}
+}
