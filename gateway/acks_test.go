@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -169,4 +170,44 @@ func TestPushObservedOncePerVersion(t *testing.T) {
 	if got := observed(); got != 2 {
 		t.Fatalf("a wait on a replaced version: %v observations, want 2", got)
 	}
+}
+
+// TestSotwReplyReadBeforeSendReturns: a state-of-the-world client's reply
+// can be read, and applied on the stream's receiving goroutine, before the
+// server's SendMsg of the response has returned. Such an ACK must count,
+// and such a NACK must be reported. The hook holds the sending goroutine
+// after each send so that the reply always comes first; when the response
+// was recorded only after the send, the reply was taken for a reply to a
+// stale response and dropped: WaitForAck never ended (TestEnvoyScopedRoutes
+// failed so about once in 70 runs under -race).
+func TestSotwReplyReadBeforeSendReturns(t *testing.T) {
+	var nacks atomic.Int32
+	srv := startServer(t, "127.0.0.1:0", func(o *Options) { o.OnNack = func(Nack) { nacks.Add(1) } })
+	v0, err := srv.SetTraffic(traffic(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := newSotwClient(t, srv.addr)
+	raw.subscribe(typeURLs[rds], host)
+	waitAck(t, srv.Server, host, v0)
+
+	hold := func() { time.Sleep(300 * time.Millisecond) }
+	srv.sentHook.Store(&hold)
+	v1, err := srv.SetTraffic(traffic(func(tr *api.Traffic) { tr.Weights = api.CanaryWeights(30) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.ack(raw.recv())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.WaitForAck(ctx, host, v1); err != nil {
+		t.Fatalf("the ACK read before the send returned was lost: %v", err)
+	}
+
+	if _, err := srv.SetTraffic(traffic(func(tr *api.Traffic) { tr.Weights = api.CanaryWeights(60) })); err != nil {
+		t.Fatal(err)
+	}
+	r := raw.recv()
+	raw.nack(r, v1)
+	eventually(t, 5*time.Second, "the NACK read before the send returned reported", func() bool { return nacks.Load() == 1 })
 }

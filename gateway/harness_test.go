@@ -134,6 +134,18 @@ func call(ctx context.Context, cc *grpc.ClientConn, kv ...string) (string, error
 	return "", errors.New("no version header")
 }
 
+// callPolled is call with a deadline, for conditions eventually polls. An
+// RPC waits for a ready channel (WaitForReady): one that the client routed
+// to a cluster just as the server took that cluster away waits forever
+// (grpc-go keeps the cluster for the RPC, and its CDS watch says it is
+// gone), and without a deadline it hung eventually, and the test binary
+// until go test's timeout (CI, TestViewsPerCluster after Remove).
+func callPolled(cc *grpc.ClientConn, kv ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return call(ctx, cc, kv...)
+}
+
 // count makes n RPCs and counts answers per version.
 func count(t *testing.T, cc *grpc.ClientConn, n int, kv ...string) map[string]int {
 	t.Helper()

@@ -108,7 +108,11 @@ type Server struct {
 
 	done     chan struct{}
 	doneOnce sync.Once
-	bg       sync.WaitGroup
+
+	// sentHook, when set (tests), runs after each state-of-the-world
+	// response is sent: it widens the window in which the client's reply
+	// is read before sotwSend goes on (TestSotwReplyReadBeforeSendReturns).
+	sentHook atomic.Pointer[func()]
 
 	discoveryv3.UnimplementedAggregatedDiscoveryServiceServer
 }
@@ -207,7 +211,6 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		gs.Stop()
 		<-stopped
 	}
-	s.bg.Wait()
 	if err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return fmt.Errorf("serve xds: %w", err)
 	}

@@ -469,14 +469,22 @@ func (s *Server) sotwSend(gs grpc.ServerStream, st *stream, t typeIdx) error {
 		st.mu.Unlock()
 		msg = r.since(acked, w.lastSent)
 	}
-	err := msg.send(gs, st.shared)
-	if err != nil {
-		return fmt.Errorf("send %s: %w", ts.url, err)
-	}
-	st.answered.Store(true)
+	// Recorded before the send: the client's reply can be read, and
+	// applied inline (sotwAckInline), before SendMsg returns here, and a
+	// reply to a nonce not yet recorded is taken for stale and dropped. A
+	// dropped ACK was lost for good (WaitForAck timed out and the step went
+	// on without it), a dropped NACK was never reported. If the send
+	// fails, the stream ends.
 	st.mu.Lock()
 	w.lastSent = r
 	st.mu.Unlock()
+	if err := msg.send(gs, st.shared); err != nil {
+		return fmt.Errorf("send %s: %w", ts.url, err)
+	}
+	st.answered.Store(true)
+	if hook := s.sentHook.Load(); hook != nil {
+		(*hook)()
+	}
 	return nil
 }
 

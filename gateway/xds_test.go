@@ -86,7 +86,7 @@ func TestGRPCClients(t *testing.T) {
 				// The previous step sent everything to the canary, so the
 				// first stable answer marks the switch.
 				eventually(t, 10*time.Second, "first RPC on the new weights", func() bool {
-					v, err := call(context.Background(), a)
+					v, err := callPolled(a)
 					return err == nil && v == "v1"
 				})
 				t.Logf("push → every client ACKed: %v; push → first RPC on the new weights: %v", acked, time.Since(start))
@@ -280,7 +280,7 @@ func TestGRPCClients(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, 60*time.Second, "client to resync with the new server", func() bool {
-			v, err := call(context.Background(), a)
+			v, err := callPolled(a)
 			return err == nil && v == "v1"
 		})
 		if got := count(t, a, 50); got["v1"] != 50 {
@@ -314,7 +314,7 @@ func checkSplit(t *testing.T, got map[string]int, n int, p float64) {
 // still in place that happens by chance once in a million.
 func allOn(cc *grpc.ClientConn, want string, kv ...string) bool {
 	for range 20 {
-		if v, err := call(context.Background(), cc, kv...); err != nil || v != want {
+		if v, err := callPolled(cc, kv...); err != nil || v != want {
 			return false
 		}
 	}
