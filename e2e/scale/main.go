@@ -46,6 +46,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&kcfg.KCMArgs, "kcm-args", "", "with -kube: extra kube-controller-manager flags, space-separated (e.g. \"--kube-api-qps=100 --kube-api-burst=200\")")
 	peer := fs.String("peer", "", "with -kube: run the same rollouts side by side under this other controller on a second identical control plane: argo (Argo Rollouts' controller with kube-scheduler; docs/scale.md#side-by-side-with-argo-rollouts-controller)")
 	argoArgs := fs.String("argo-args", "", "with -peer argo: extra rollouts-controller flags, space-separated (e.g. \"--qps=200 --burst=400\")")
+	peerProfile := fs.Bool("peer-profile", false, "with -peer argo: profile sluice through the change (CPU over its first minute; heap, goroutines and a /metrics scrape at each new RSS high); they add to sluice's RSS, so compare RSS on a run without")
 	schedulerQPS := fs.Float64("scheduler-qps", 50, "with -peer argo: kube-scheduler's client QPS (burst twice that; 50 is kube-scheduler's default)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -63,8 +64,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("-foreign-pods, -foreign-replicasets: not with -peer")
 		}
 		kcfg.ForeignPods, kcfg.ForeignReplicaSets = 0, 0
-	} else if set["argo-args"] || set["scheduler-qps"] {
-		return fmt.Errorf("-argo-args, -scheduler-qps: only with -peer argo")
+	} else if set["argo-args"] || set["scheduler-qps"] || set["peer-profile"] {
+		return fmt.Errorf("-argo-args, -scheduler-qps, -peer-profile: only with -peer argo")
 	}
 	if *out != "table" && *out != "json" {
 		return fmt.Errorf("-o %q: want table or json", *out)
@@ -93,7 +94,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if *kube {
 		kcfg.Rollouts, kcfg.Namespaces, kcfg.Sluice, kcfg.Dir, kcfg.DaemonArgs = cfg.Rollouts, cfg.Namespaces, cfg.Sluice, cfg.Dir, cfg.DaemonArgs
 		if *peer != "" {
-			res, err := RunKubePeer(ctx, PeerConfig{KubeConfig: kcfg, Peer: *peer, ArgoArgs: strings.Fields(*argoArgs), SchedulerQPS: float32(*schedulerQPS)})
+			res, err := RunKubePeer(ctx, PeerConfig{KubeConfig: kcfg, Peer: *peer, ArgoArgs: strings.Fields(*argoArgs), SchedulerQPS: float32(*schedulerQPS), Profile: *peerProfile})
 			if err != nil {
 				return err
 			}

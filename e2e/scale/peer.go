@@ -41,6 +41,13 @@ type PeerConfig struct {
 	// SchedulerQPS is kube-scheduler's client QPS (burst twice that) on
 	// Argo's side: 50 is kube-scheduler's default.
 	SchedulerQPS float32
+	// Profile takes sluice's CPU profile over the change's first minute,
+	// and its heap and goroutine profiles with a /metrics scrape at the
+	// steady state and at each new RSS high of the change (SluiceMemory).
+	// They cost sluice memory Argo's side does not pay (pprof's buffers,
+	// the scrape's: a sixth of the heap sluice grew by in one run), so a
+	// run with them explains sluice's RSS and a run without compares it.
+	Profile bool
 }
 
 // ProcessUsage is what one process used, read from /proc.
@@ -105,7 +112,8 @@ type PeerResult struct {
 	SchedulerQPS   float32
 	Sluice, Argo   PeerSide
 	CPUProfilePath string `json:",omitempty"`
-	// SluiceMemory is where sluice's memory goes, with its profiles.
+	// SluiceMemory is where sluice's memory goes, with its profiles
+	// (PeerConfig.Profile; zero without).
 	SluiceMemory PeerMemory
 }
 
@@ -220,25 +228,32 @@ func RunKubePeer(ctx context.Context, cfg PeerConfig) (res PeerResult, err error
 		}
 	}
 
-	res.SluiceMemory.Steady = memSnapshot(sluiceRun.d, sluiceRun.debugAddr, cfg.Dir, "steady")
+	if cfg.Profile {
+		res.SluiceMemory.Steady = memSnapshot(sluiceRun.d, sluiceRun.debugAddr, cfg.Dir, "steady")
+	}
 
 	if err := pushSluiceChange(sluiceRun, f, cfg.Rollouts, &res.Sluice); err != nil {
 		return res, err
 	}
 	say("changing every rollout's image to %s on both (sluice: the webhook of the pushed commit; Argo: the Rollouts' patches)", versionNew)
 	res.LoadAverageAtChange = loadAverage()
-	profiled := make(chan struct{})
-	go func() {
-		defer close(profiled)
-		res.CPUProfilePath = cpuProfile(sluiceRun.debugAddr, time.Minute, filepath.Join(cfg.Dir, "cpu-change-sluice.pb.gz"))
-	}()
-	defer func() { <-profiled }()
+	var peak *peakWatch
+	if cfg.Profile {
+		profiled := make(chan struct{})
+		go func() {
+			defer close(profiled)
+			res.CPUProfilePath = cpuProfile(sluiceRun.debugAddr, time.Minute, filepath.Join(cfg.Dir, "cpu-change-sluice.pb.gz"))
+		}()
+		defer func() { <-profiled }()
+		peak = watchPeak(sluiceRun.d, sluiceRun.debugAddr, cfg.Dir)
+	}
 	logOffset := logSize(sluiceRun.d.logPath)
-	peak := watchPeak(sluiceRun.d, sluiceRun.debugAddr, cfg.Dir)
 	err = both(
 		func() error { return runSluiceChange(ctx, sluiceRun, cfg.Rollouts, sw, &res.Sluice, say) },
 		func() error { return runArgoChange(ctx, argoRun, f, cfg.Rollouts, ak, aw, &res.Argo, say) })
-	res.SluiceMemory.ChangePeak = peak.done()
+	if peak != nil {
+		res.SluiceMemory.ChangePeak = peak.done()
+	}
 	if err != nil {
 		return res, err
 	}
@@ -634,8 +649,10 @@ func printPeerTable(w io.Writer, r PeerResult) error {
 	memRow := func(name string, m MemSnapshot) [4]string {
 		return [4]string{name, fmt.Sprintf("RSS %s: heap in use %s, stacks %s, %.0f goroutines", mib(m.RSSBytes), mib(int64(m.HeapInuseBytes)), mib(int64(m.StackInuseBytes)), m.Goroutines), "", ""}
 	}
-	rows = append(rows, memRow("sluice at the steady state", r.SluiceMemory.Steady),
-		memRow(fmt.Sprintf("sluice at the change's peak (%.0f s in)", r.SluiceMemory.ChangePeak.AtSeconds), r.SluiceMemory.ChangePeak))
+	if r.SluiceMemory.Steady.RSSBytes > 0 { // -peer-profile
+		rows = append(rows, memRow("sluice at the steady state (profiled)", r.SluiceMemory.Steady),
+			memRow(fmt.Sprintf("sluice at the change's peak (%.0f s in, profiled)", r.SluiceMemory.ChangePeak.AtSeconds), r.SluiceMemory.ChangePeak))
+	}
 	if len(s.LogErrors)+len(s.LogWarnings) > 0 {
 		rows = append(rows, [4]string{"sluice ERROR / WARN lines during the change", countsString(s.LogErrors) + " / " + countsString(s.LogWarnings), "", ""})
 	}
