@@ -182,9 +182,9 @@ type RecordColumns struct {
 
 // RecordSummary reads the printer columns out of a stored record. It is
 // called on every save in Kubernetes mode, so it decodes only these
-// fields: decoding the whole state (two specs, the runs) allocated about
-// a third of the heap a 1,000-rollout change grew by (e2e/scale -kube
-// -peer argo, heap profile at the peak).
+// fields, not the whole state (two specs, the runs): records decoded here
+// and encoded for the saves were about a third of the heap a 1,000-rollout
+// change grew by (e2e/scale -kube -peer argo, heap profile at the peak).
 func RecordSummary(b []byte) (RecordColumns, error) {
 	var r struct {
 		Schema int `json:"schema"`
