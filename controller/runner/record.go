@@ -165,19 +165,27 @@ func decodeRecord(b []byte) (record, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return record{}, fmt.Errorf("decode rollout state: %w", err)
 	}
-	if r.Schema != recordSchema {
-		return record{}, fmt.Errorf("decode rollout state: schema %d, want %d", r.Schema, recordSchema)
+	if err := checkSchema(r.Schema); err != nil {
+		return record{}, err
 	}
 	return r, nil
 }
 
+func checkSchema(schema int) error {
+	if schema != recordSchema {
+		return fmt.Errorf("decode rollout state: schema %d, want %d", schema, recordSchema)
+	}
+	return nil
+}
+
 // RecordColumns is what a SluiceRollout's printer columns show of a
-// stored record.
+// stored record (the state's fields of these names).
 type RecordColumns struct {
-	Phase                        rollout.Phase
-	StepIndex                    int32
-	Weights                      api.Weights
-	StableVersion, CanaryVersion string
+	Phase         rollout.Phase `json:"phase"`
+	StepIndex     int32         `json:"stepIndex"`
+	Weights       api.Weights   `json:"weights"`
+	StableVersion string        `json:"stableVersion"`
+	CanaryVersion string        `json:"canaryVersion"`
 }
 
 // RecordSummary reads the printer columns out of a stored record. It is
@@ -187,23 +195,16 @@ type RecordColumns struct {
 // change grew by (e2e/scale -kube -peer argo, heap profile at the peak).
 func RecordSummary(b []byte) (RecordColumns, error) {
 	var r struct {
-		Schema int `json:"schema"`
-		State  struct {
-			Phase         rollout.Phase `json:"phase"`
-			StepIndex     int32         `json:"stepIndex"`
-			Weights       api.Weights   `json:"weights"`
-			StableVersion string        `json:"stableVersion"`
-			CanaryVersion string        `json:"canaryVersion"`
-		} `json:"state"`
+		Schema int           `json:"schema"`
+		State  RecordColumns `json:"state"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
 		return RecordColumns{}, fmt.Errorf("decode rollout state: %w", err)
 	}
-	if r.Schema != recordSchema {
-		return RecordColumns{}, fmt.Errorf("decode rollout state: schema %d, want %d", r.Schema, recordSchema)
+	if err := checkSchema(r.Schema); err != nil {
+		return RecordColumns{}, err
 	}
-	st := r.State
-	return RecordColumns{Phase: st.Phase, StepIndex: st.StepIndex, Weights: st.Weights, StableVersion: st.StableVersion, CanaryVersion: st.CanaryVersion}, nil
+	return r.State, nil
 }
 
 // RecordStatus decodes a stored record into the status the runner serves

@@ -107,9 +107,9 @@ func TestRecordSummary(t *testing.T) {
 	if got != want || got.Phase != rollout.PhaseProgressing || got.StepIndex != 1 || got.Weights.Canary != 10 || got.CanaryVersion != "v2" {
 		t.Errorf("RecordSummary = %+v, want %+v", got, want)
 	}
-	other := bytes.Replace(b, []byte(`"schema":`), []byte(`"schema":9`), 1)
+	other := bytes.Replace(b, []byte(`"schema":`), []byte(`"schema":9`), 1) // 9 before the schema's digits
 	if _, err := RecordSummary(other); err == nil {
-		t.Errorf("a record of schema 9…: no error")
+		t.Errorf("a record of another schema: no error")
 	}
 	if _, err := RecordSummary([]byte(`{"schema":`)); err == nil {
 		t.Error("a cut record: no error")

@@ -45,7 +45,7 @@ type PeerConfig struct {
 	// and its heap and goroutine profiles with a /metrics scrape at the
 	// steady state and at each new RSS high of the change (SluiceMemory).
 	// They cost sluice memory Argo's side does not pay (pprof's buffers,
-	// the scrape's: 14 of the 36 MiB of heap sluice had grown by at the
+	// the scrape's: 13 of the 35 MiB of heap sluice had grown by at the
 	// change's peak in one run at 1,000), so a run with them explains
 	// sluice's RSS and a run without compares it.
 	Profile bool
