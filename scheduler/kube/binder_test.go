@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -27,9 +28,12 @@ func TestBindsReplicaSetSpreadOverZones(t *testing.T) {
 	ns := c.Namespace(t)
 	b := startBinder(t, c, Options{})
 	lbl := rolloutLabels("web", "h1")
-	// Two pods of the version already run in zone-a (placed by hand); the
-	// ReplicaSet adopts them. Scores alone would put some of the other four
-	// there too; the maxSkew filter sends them to zones b and c.
+	// Two pods of the version already run in zone-a (placed by hand). Scores
+	// alone would put some of the ReplicaSet's four there too; the maxSkew
+	// filter sends them to zones b and c. The ReplicaSet's selector leaves the
+	// hand-placed pods out: had it adopted them, a controller-manager that
+	// synced it before its pod cache had them would create six, then delete
+	// two of the eight by its own ranking, which knows nothing of zones.
 	tmpl := podTemplate(DefaultSchedulerName, "100m", lbl)
 	for i, node := range []string{zoneANode, zoneASibling} {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("early-%d", i), Namespace: ns, Labels: lbl}, Spec: tmpl.Spec}
@@ -38,7 +42,9 @@ func TestBindsReplicaSetSpreadOverZones(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	createReplicaSet(t, c.Client, ns, "web-h1", 6, podTemplate(DefaultSchedulerName, "100m", lbl))
+	rsLabels := map[string]string{"test-set": "web-h1"}
+	maps.Copy(rsLabels, lbl)
+	createReplicaSet(t, c.Client, ns, "web-h1", 4, podTemplate(DefaultSchedulerName, "100m", rsLabels))
 
 	var pods []corev1.Pod
 	kubetest.Eventually(t, 30*time.Second, "6 pods Running with IPs", func() (bool, string) {
