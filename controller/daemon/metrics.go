@@ -44,9 +44,8 @@ func (c *rolloutCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *rolloutCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, s := range c.runner.List() {
-		key := api.Key{Namespace: s.Namespace, Name: s.Name}
-		name, cluster := key.Parent().Name, key.Cluster()
+	for _, s := range c.runner.Gauges() {
+		name, cluster := s.Key.Parent().Name, s.Key.Cluster()
 		if cluster == "" {
 			cluster = c.home
 		}
@@ -55,14 +54,14 @@ func (c *rolloutCollector) Collect(ch chan<- prometheus.Metric) {
 			if s.Phase == p {
 				v = 1
 			}
-			ch <- prometheus.MustNewConstMetric(c.phase, prometheus.GaugeValue, v, s.Namespace, name, cluster, string(p))
+			ch <- prometheus.MustNewConstMetric(c.phase, prometheus.GaugeValue, v, s.Key.Namespace, name, cluster, string(p))
 		}
-		ch <- prometheus.MustNewConstMetric(c.weight, prometheus.GaugeValue, float64(s.Weights.Stable), s.Namespace, name, cluster, "stable")
-		ch <- prometheus.MustNewConstMetric(c.weight, prometheus.GaugeValue, float64(s.Weights.Canary), s.Namespace, name, cluster, "canary")
+		ch <- prometheus.MustNewConstMetric(c.weight, prometheus.GaugeValue, float64(s.Weights.Stable), s.Key.Namespace, name, cluster, "stable")
+		ch <- prometheus.MustNewConstMetric(c.weight, prometheus.GaugeValue, float64(s.Weights.Canary), s.Key.Namespace, name, cluster, "canary")
 		if s.Weights.Baseline > 0 {
-			ch <- prometheus.MustNewConstMetric(c.weight, prometheus.GaugeValue, float64(s.Weights.Baseline), s.Namespace, name, cluster, "baseline")
+			ch <- prometheus.MustNewConstMetric(c.weight, prometheus.GaugeValue, float64(s.Weights.Baseline), s.Key.Namespace, name, cluster, "baseline")
 		}
-		ch <- prometheus.MustNewConstMetric(c.step, prometheus.GaugeValue, float64(s.StepIndex), s.Namespace, name, cluster)
+		ch <- prometheus.MustNewConstMetric(c.step, prometheus.GaugeValue, float64(s.StepIndex), s.Key.Namespace, name, cluster)
 	}
 }
 

@@ -157,3 +157,21 @@ func (s State) strategy() api.Strategy {
 	}
 	return s.Spec.Strategy
 }
+
+// Gauges are what /metrics exports of a rollout. They are read for every
+// rollout at every scrape, so they come straight from the state: building
+// each Status for them (its timeline, runs and routes) made reading 1,000
+// rollouts 11 times slower (2.0 ms against 0.18 ms, with the runner's
+// lock held) and allocated 733 KB instead of 64 KB (runner's
+// BenchmarkMetricsRead).
+type Gauges struct {
+	Key       api.Key
+	Phase     Phase
+	Weights   api.Weights
+	StepIndex int32
+}
+
+// Gauges are the values Status would give for the same fields.
+func (s *State) Gauges() Gauges {
+	return Gauges{Key: s.Key, Phase: s.Phase, Weights: s.routedWeights(), StepIndex: s.StepIndex}
+}

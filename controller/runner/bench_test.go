@@ -69,3 +69,39 @@ func BenchmarkEncodeRecord(b *testing.B) {
 		}
 	}
 }
+
+// metricsFleet starts n rollouts of a canary paused at its second step.
+func metricsFleet(tb testing.TB, n int) *env {
+	e := newEnv(tb, envOptions{})
+	for i := range n {
+		k := api.Key{Namespace: "bench", Name: fmt.Sprintf("r%04d", i)}
+		e.do(k, rollout.Change{Commit: "1111111", Rollout: spec(k, "v1", setWeight(10), pause(0), setWeight(50), pause(0))})
+		e.do(k, rollout.Change{Commit: "2222222", Rollout: spec(k, "v2", setWeight(10), pause(0), setWeight(50), pause(0))})
+	}
+	for i := range n {
+		e.waitState(api.Key{Namespace: "bench", Name: fmt.Sprintf("r%04d", i)}, "paused at step 2", func(s rollout.State) bool { return s.StepIndex == 1 })
+	}
+	return e
+}
+
+// BenchmarkMetricsRead is what /metrics reads of 1,000 rollouts at each
+// scrape: every Status (List, as it did) or the gauges alone (Gauges).
+func BenchmarkMetricsRead(b *testing.B) {
+	e := metricsFleet(b, 1000)
+	b.Run("List", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if len(e.runner.List()) != 1000 {
+				b.Fatal("rollouts missing")
+			}
+		}
+	})
+	b.Run("Gauges", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if len(e.runner.Gauges()) != 1000 {
+				b.Fatal("rollouts missing")
+			}
+		}
+	})
+}

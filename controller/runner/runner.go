@@ -396,6 +396,21 @@ func (r *Runner) List() []rollout.Status {
 	return out
 }
 
+// Gauges lists every rollout's gauges, in no order, for /metrics: it
+// builds no Status, and holds the runner's lock (which every worker takes)
+// only while it copies a few fields per rollout.
+func (r *Runner) Gauges() []rollout.Gauges {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]rollout.Gauges, 0, len(r.rollouts))
+	for _, e := range r.rollouts {
+		if e.state.Seq > 0 {
+			out = append(out, e.state.Gauges())
+		}
+	}
+	return out
+}
+
 // Subscribe returns a subscription to the status changes from now on,
 // until its Cancel or Close. It never slows a rollout and never loses a
 // rollout's latest status (see Subscription).

@@ -549,3 +549,43 @@ func TestSettlesOnlyOnAck(t *testing.T) {
 		})
 	}
 }
+
+// TestGaugesAgreeWithStatus: /metrics reads Gauges, which must give what
+// each rollout's Status says, in every phase.
+func TestGaugesAgreeWithStatus(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	paused := api.Key{Namespace: "shop", Name: "paused"}
+	e.do(paused, rollout.Change{Commit: "1111111", Rollout: spec(paused, "v1", setWeight(30), pause(0))})
+	e.do(paused, rollout.Change{Commit: "2222222", Rollout: spec(paused, "v2", setWeight(30), pause(0))})
+	e.waitState(paused, "paused at 30", func(s rollout.State) bool { return s.StepIndex == 1 })
+	aborted := api.Key{Namespace: "shop", Name: "aborted"}
+	e.do(aborted, rollout.Change{Commit: "1111111", Rollout: spec(aborted, "v1", setWeight(20), pause(0))})
+	e.do(aborted, rollout.Change{Commit: "2222222", Rollout: spec(aborted, "v2", setWeight(20), pause(0))})
+	e.waitState(aborted, "paused", func(s rollout.State) bool { return s.StepIndex == 1 })
+	if _, err := e.runner.Command(context.Background(), aborted, rollout.CmdAbort); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(aborted, "aborted", func(s rollout.State) bool { return s.Aborted })
+	healthy := api.Key{Namespace: "web", Name: "healthy"}
+	e.do(healthy, rollout.Change{Commit: "1111111", Rollout: spec(healthy, "v1", setWeight(10))})
+
+	gauges := map[api.Key]rollout.Gauges{}
+	for _, g := range e.runner.Gauges() {
+		gauges[g.Key] = g
+	}
+	list := e.runner.List()
+	if len(list) != 3 || len(gauges) != 3 {
+		t.Fatalf("List has %d rollouts, Gauges %d; want 3", len(list), len(gauges))
+	}
+	phases := map[rollout.Phase]bool{}
+	for _, st := range list {
+		g := gauges[api.Key{Namespace: st.Namespace, Name: st.Name}]
+		if g.Phase != st.Phase || g.Weights != st.Weights || g.StepIndex != st.StepIndex {
+			t.Errorf("%s/%s: gauges %+v, status says phase %s weights %+v step %d", st.Namespace, st.Name, g, st.Phase, st.Weights, st.StepIndex)
+		}
+		phases[st.Phase] = true
+	}
+	if len(phases) != 3 {
+		t.Errorf("phases %v: want three different ones (Paused, Degraded, Healthy)", phases)
+	}
+}
