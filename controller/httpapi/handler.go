@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bufio"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -209,7 +210,36 @@ func (h *Handler) list(w http.ResponseWriter, _ *http.Request) {
 	slices.SortFunc(items, func(a, b RolloutStatus) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
-	writeJSON(w, http.StatusOK, List{Items: items})
+	writeList(w, items)
+}
+
+// writeList writes List{Items: items} as writeJSON would, byte for byte,
+// but one item at a time through a small buffer. Marshalled whole, the
+// body was held about three times over (the encoder's buffer, the result,
+// its copy with the newline): 25.8 MB for a 9.0 MB list of 10,000
+// statuses, 36 KB streamed (BenchmarkListResponse); 58 MB of heap in use
+// at 10,000 rollouts in Kubernetes mode (a heap profile of go run
+// ./e2e/scale -kube, whose poll reads the list). A RolloutStatus always
+// encodes (no channels, functions or floats), so the status line, written
+// first, cannot turn out wrong.
+func writeList(w http.ResponseWriter, items []RolloutStatus) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 32<<10)
+	_, _ = bw.WriteString(`{"items":[`)
+	for i := range items {
+		if i > 0 {
+			_ = bw.WriteByte(',')
+		}
+		b, err := json.Marshal(&items[i])
+		if err != nil {
+			return // cut short: the client sees JSON that does not parse
+		}
+		_, _ = bw.Write(b)
+	}
+	_, _ = bw.WriteString("]}\n")
+	_ = bw.Flush()
 }
 
 func pathKey(r *http.Request) api.Key {
