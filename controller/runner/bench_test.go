@@ -73,13 +73,15 @@ func BenchmarkEncodeRecord(b *testing.B) {
 // metricsFleet starts n rollouts of a canary paused at its second step.
 func metricsFleet(tb testing.TB, n int) *env {
 	e := newEnv(tb, envOptions{})
-	for i := range n {
+	keys := make([]api.Key, n)
+	for i := range keys {
 		k := api.Key{Namespace: "bench", Name: fmt.Sprintf("r%04d", i)}
+		keys[i] = k
 		e.do(k, rollout.Change{Commit: "1111111", Rollout: spec(k, "v1", setWeight(10), pause(0), setWeight(50), pause(0))})
 		e.do(k, rollout.Change{Commit: "2222222", Rollout: spec(k, "v2", setWeight(10), pause(0), setWeight(50), pause(0))})
 	}
-	for i := range n {
-		e.waitState(api.Key{Namespace: "bench", Name: fmt.Sprintf("r%04d", i)}, "paused at step 2", func(s rollout.State) bool { return s.StepIndex == 1 })
+	for _, k := range keys {
+		e.waitState(k, "paused at step 2", func(s rollout.State) bool { return s.StepIndex == 1 })
 	}
 	return e
 }
