@@ -110,13 +110,15 @@ func parseFile(src Source, limits Limits) (p *parsed) {
 }
 
 // release drops the YAML tree and the JSON it was decoded through once the
-// document is decoded: only its line index (walk.lines) is read later, by
-// the set-wide checks, and a Loader keeps parsed files for reuse. At 1,000
-// rollouts the trees were a fifth of the daemon's live heap.
+// document is decoded, and freezes its line index: only that is read
+// later, by the set-wide checks, and a Loader keeps parsed files for
+// reuse. At 1,000 rollouts the trees were a fifth of the daemon's live
+// heap.
 func (d *document) release() {
 	d.node = nil
 	if d.walk != nil {
 		d.walk.json = bytes.Buffer{}
+		d.walk.freeze()
 	}
 }
 
