@@ -34,7 +34,7 @@ type schemaWalk struct {
 	// frozen holds them afterwards (freeze).
 	lines  map[string]int
 	frozen *lineIndex
-	diags []Diagnostic
+	diags  []Diagnostic
 	// shapeErrors counts wrong-shape values: the document must not be decoded.
 	shapeErrors int
 	// unknown lists the unknown keys found under each object path.
