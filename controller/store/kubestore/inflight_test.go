@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -87,5 +88,87 @@ func TestSaveBurstBoundedInFlight(t *testing.T) {
 	}
 	if len(loaded) != rollouts {
 		t.Errorf("loaded %d records, want %d", len(loaded), rollouts)
+	}
+}
+
+// requestLog records the method and path of every SluiceRollout request.
+type requestLog struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	reqs []string
+}
+
+func (l *requestLog) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.Contains(req.URL.Path, "/sluicerollouts") {
+		l.mu.Lock()
+		l.reqs = append(l.reqs, req.Method+" "+req.URL.Path[strings.LastIndex(req.URL.Path, "/sluicerollouts"):])
+		l.mu.Unlock()
+	}
+	return l.next.RoundTrip(req)
+}
+
+func (l *requestLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.reqs
+	l.reqs = nil
+	return out
+}
+
+// TestFirstSaveAfterLoadCreatesWithoutReading: once the store has listed
+// every SluiceRollout (LoadRollouts), a rollout it does not know gets its
+// object with a create and a status write, no read; one that another
+// replica created after the list is still saved (the create finds it and
+// reads it), and its record is ours.
+func TestFirstSaveAfterLoadCreatesWithoutReading(t *testing.T) {
+	c := kubetest.Shared(t)
+	ns := c.Namespace(t)
+	log := &requestLog{}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { log.next = rt; return log }
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := kubestoretest.InstallCRD(ctx, dyn); err != nil {
+		t.Fatal(err)
+	}
+	s, err := kubestore.New(ctx, kubestore.Options{Dynamic: dyn, Core: c.Client, Namespace: ns, Fence: &testFence{epoch: 1, name: "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.LoadRollouts(); err != nil {
+		t.Fatal(err)
+	}
+	other := newStore(t, ns, &testFence{epoch: 1, name: "b"})
+	if _, err := other.LoadRollouts(); err != nil {
+		t.Fatal(err)
+	}
+	fresh, taken := api.Key{Namespace: ns, Name: "fresh"}, api.Key{Namespace: ns, Name: "taken"}
+	if err := other.SaveRollout(taken, []byte("b-1")); err != nil {
+		t.Fatal(err)
+	}
+	log.take()
+
+	if err := s.SaveRollout(fresh, []byte("a-1")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"POST /sluicerollouts", "PUT /sluicerollouts/" + fresh.Name + "/status"}
+	if got := log.take(); !slices.Equal(got, want) {
+		t.Errorf("first save of a new rollout sent %q, want %q", got, want)
+	}
+	if err := s.SaveRollout(taken, []byte("a-1")); err != nil {
+		t.Fatalf("save of a rollout another replica created after the list: %v", err)
+	}
+	if got := string(getObject(t, taken).Status.Record); got != "a-1" {
+		t.Errorf("record %q, want a-1", got)
+	}
+	if got := log.take(); len(got) != 3 || !strings.HasPrefix(got[1], "GET ") {
+		t.Errorf("save of a rollout created since the list sent %q, want a create, the read it needs, a status write", got)
+	}
+	if got := string(getObject(t, fresh).Status.Record); got != "a-1" {
+		t.Errorf("record %q, want a-1", got)
 	}
 }

@@ -71,28 +71,41 @@ func (s *Store) saveRollout(key api.Key, record []byte) error {
 			return s.fail(fmt.Errorf("%w: %s/%s written by %q at epoch %d, ours is %d", ErrFenced,
 				key.Namespace, key.Name, current.Status.Writer, current.Status.LeaderEpoch, s.opts.Fence.Epoch()))
 		}
+		if current != nil {
+			s.remember(key, current.ResourceVersion)
+		}
 	}
 	return fmt.Errorf("still conflicting after %d attempts", maxConflicts)
 }
 
 // resourceVersion is the precondition of the next write to key: the one
 // cached, else the object's as read now, creating an empty object when
-// there is none.
+// there is none. Once LoadRollouts has listed them all, a key not cached
+// had no object then, so the object is created without a read first (a
+// commit of new rollouts made three requests each, now two); one another
+// replica made since is read when the create finds it.
 func (s *Store) resourceVersion(key api.Key) (string, error) {
 	s.mu.Lock()
 	rv, ok := s.rv[key]
+	listed := s.listed
 	s.mu.Unlock()
 	if ok {
 		return rv, nil
 	}
-	obj, err := s.getRollout(key)
-	if err != nil {
-		return "", err
+	var obj *v1alpha1.SluiceRollout
+	var err error
+	if !listed {
+		if obj, err = s.getRollout(key); err != nil {
+			return "", err
+		}
 	}
 	if obj == nil {
 		if obj, err = s.createRollout(key); err != nil {
 			return "", err
 		}
+	}
+	if obj == nil { // created by another replica, then deleted
+		return "", fmt.Errorf("%s %s/%s deleted while being created", v1alpha1.Kind, key.Namespace, key.Name)
 	}
 	s.remember(key, obj.ResourceVersion)
 	return obj.ResourceVersion, nil
@@ -193,6 +206,9 @@ func (s *Store) LoadRollouts() (map[api.Key][]byte, error) {
 			out[key] = obj.Status.Record
 		}
 	}
+	s.mu.Lock()
+	s.listed = true
+	s.mu.Unlock()
 	return out, nil
 }
 

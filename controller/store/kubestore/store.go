@@ -63,8 +63,11 @@ type Store struct {
 	mu sync.Mutex
 	// rv is the resourceVersion of each SluiceRollout as this replica last
 	// read or wrote it: the precondition of its next write.
-	rv    map[keyRef]string
-	state *sharedState // guarded by mu
+	rv map[keyRef]string
+	// listed is set once LoadRollouts has put every object's
+	// resourceVersion in rv: a key missing from it had no object then.
+	listed bool
+	state  *sharedState // guarded by mu
 
 	// slots holds a token per SluiceRollout call in flight (call).
 	slots chan struct{}
