@@ -168,9 +168,10 @@ func metaOf(obj any) (metav1.Object, error) {
 
 // stripManagedFields keeps the caches small: Scale reads managed fields
 // from the API, never from a cache. Of a pod it keeps only what the
-// endpoints, readiness and status read (labels, node, first container's
-// ports, phase, IPs, conditions): volumes, env and container statuses
-// were about half of each cached pod (docs/scale.md#kubernetes-mode).
+// endpoints, readiness and status read (labels, node, the containers'
+// ports, phase, IP, whether it is Ready): annotations, volumes, env,
+// container statuses and the other conditions were more than half of each
+// cached pod (docs/scale.md#kubernetes-mode).
 // Pods are written from API reads, never from the cache. Of a ReplicaSet
 // it drops the pod template's spec (slimReplicaSet), of a node all but
 // its metadata (zoneOf reads its labels).
@@ -194,8 +195,21 @@ func slimPod(p *corev1.Pod) {
 	for i, c := range p.Spec.Containers {
 		containers[i] = corev1.Container{Name: c.Name, Image: c.Image, Ports: c.Ports}
 	}
+	p.Annotations = nil
 	p.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName, SchedulerName: p.Spec.SchedulerName, Containers: containers}
-	p.Status = corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs, Conditions: p.Status.Conditions}
+	p.Status = corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, Conditions: readyCondition(p.Status.Conditions)}
+}
+
+// readyCondition keeps of a pod's conditions the type and status of
+// Ready, all that servesTraffic reads: a kubelet writes four or five,
+// each with times, reason and message (about 0.5 KB a pod).
+func readyCondition(conds []corev1.PodCondition) []corev1.PodCondition {
+	for _, c := range conds {
+		if c.Type == corev1.PodReady {
+			return []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
+	return nil
 }
 
 // slimReplicaSet keeps of a cached ReplicaSet what the cache's readers

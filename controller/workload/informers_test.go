@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -57,6 +58,11 @@ func TestInformersCacheOnlySluiceObjects(t *testing.T) {
 		if p, ok := obj.(*corev1.Pod); ok && (len(p.Spec.Volumes) != 0 || len(p.Status.ContainerStatuses) != 0) {
 			t.Errorf("cached pod %s keeps %d volumes and %d container statuses; want only what endpoints and readiness read",
 				p.Name, len(p.Spec.Volumes), len(p.Status.ContainerStatuses))
+		}
+		// kwok wrote four conditions with times; servesTraffic reads Ready's status.
+		readyOnly := []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		if p, ok := obj.(*corev1.Pod); ok && !reflect.DeepEqual(p.Status.Conditions, readyOnly) {
+			t.Errorf("cached pod %s keeps conditions %+v; want %+v", p.Name, p.Status.Conditions, readyOnly)
 		}
 		if rs, ok := obj.(*appsv1.ReplicaSet); ok && (len(rs.Spec.Template.Spec.Containers) != 0 || len(rs.Spec.Template.Labels) != 0 ||
 			rs.Annotations[AnnotationVersion] == "" || rs.Status.Replicas != 1) {

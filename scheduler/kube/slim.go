@@ -3,6 +3,9 @@ package kube
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sluice-dev/sluice/api"
+	"github.com/sluice-dev/sluice/scheduler/plan"
 )
 
 // slimObject is the binder's informer transform. The binder watches every
@@ -10,10 +13,11 @@ import (
 // cached pod costs memory whether sluice runs it or not: about 5.6 KiB
 // per pod before this (e2e/scale -kube, 2,000 foreign pods; docs/scale.md).
 // It keeps what podFromCore, podRequests and the bind and report paths
-// read — metadata without managed fields, the scheduling fields of the
-// spec, each container's name, resources and restart policy, the status
-// phase and conditions — and drops the rest (volumes, env, probes,
-// container statuses), which the binder never reads and never writes back:
+// read — metadata without managed fields and with only the annotations
+// placement reads, the scheduling fields of the spec, each container's
+// name, resources and restart policy, the status phase — and drops the
+// rest (volumes, env, probes, conditions, container statuses), which the
+// binder never reads and never writes back:
 // binds and status reports are built fresh, not from the cached pod.
 // Nodes keep what nodeFromCore reads (labels, taints, cordon,
 // allocatable): a real node's status carries its image list, conditions,
@@ -38,11 +42,28 @@ func slimNode(n *corev1.Node) {
 
 func slimPod(p *corev1.Pod) {
 	p.ManagedFields = nil
+	p.Annotations = podAnnotationsRead(p.Annotations)
 	p.Spec.Volumes = nil
 	p.Spec.EphemeralContainers = nil
 	p.Spec.Containers = slimContainers(p.Spec.Containers)
 	p.Spec.InitContainers = slimContainers(p.Spec.InitContainers)
-	p.Status = corev1.PodStatus{Phase: p.Status.Phase, Conditions: p.Status.Conditions}
+	p.Status = corev1.PodStatus{Phase: p.Status.Phase}
+}
+
+// podAnnotationsRead keeps the annotations placement reads (a baseline's
+// canary, a plan's dependencies; podToScheduler): foreign pods can carry
+// large ones (kubectl's last-applied-configuration).
+func podAnnotationsRead(all map[string]string) map[string]string {
+	var kept map[string]string
+	for _, k := range [...]string{api.BaselineOfAnnotation, plan.DependsOnAnnotation} {
+		if v, ok := all[k]; ok {
+			if kept == nil {
+				kept = make(map[string]string, 2)
+			}
+			kept[k] = v
+		}
+	}
+	return kept
 }
 
 func slimContainers(cs []corev1.Container) []corev1.Container {

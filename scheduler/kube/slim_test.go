@@ -3,7 +3,9 @@ package kube
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluice-dev/sluice/internal/kubetest"
+	"github.com/sluice-dev/sluice/scheduler/plan"
 )
 
 // TestBinderCachesSlimPods: the binder caches every pod of the cluster,
@@ -23,7 +26,11 @@ func TestBinderCachesSlimPods(t *testing.T) {
 	ns := c.Namespace(t)
 	b := startBinder(t, c, Options{})
 	foreign := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: ns, Labels: map[string]string{"app": "other"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: ns, Labels: map[string]string{"app": "other"},
+			Annotations: map[string]string{
+				"kubectl.kubernetes.io/last-applied-configuration": fmt.Sprintf(`{"padding":"%04096d"}`, 0),
+				plan.DependsOnAnnotation:                           "db",
+			}},
 		Spec: corev1.PodSpec{
 			NodeName: zoneANode,
 			Volumes:  []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
@@ -40,14 +47,25 @@ func TestBinderCachesSlimPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cached *corev1.Pod
-	kubetest.Eventually(t, 30*time.Second, "foreign pod in the binder's cache", func() (bool, string) {
+	kubetest.Eventually(t, 30*time.Second, "foreign pod Running (kwok) in the binder's cache", func() (bool, string) {
 		p, err := b.podLister.Pods(ns).Get("foreign")
 		if err != nil {
 			return false, err.Error()
 		}
 		cached = p
-		return true, ""
+		return p.Status.Phase == corev1.PodRunning, string(p.Status.Phase)
 	})
+	live, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), "foreign", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(live.Status.Conditions) == 0 {
+		t.Fatal("kwok wrote no conditions: the test cannot tell whether the cache drops them")
+	}
+	if len(cached.Status.Conditions) != 0 || !reflect.DeepEqual(cached.Annotations, map[string]string{plan.DependsOnAnnotation: "db"}) {
+		t.Errorf("cached pod keeps %d conditions and the annotations %q; want none, and only the annotations placement reads",
+			len(cached.Status.Conditions), slices.Sorted(maps.Keys(cached.Annotations)))
+	}
 	ctr := cached.Spec.Containers
 	if len(cached.ManagedFields) != 0 || len(cached.Spec.Volumes) != 0 || len(ctr) != 1 ||
 		len(ctr[0].Env) != 0 || len(ctr[0].VolumeMounts) != 0 || ctr[0].ReadinessProbe != nil {
