@@ -83,3 +83,41 @@ func parseBytes(s string) (int64, error) {
 	}
 	return n << shift, nil
 }
+
+// defaultGCPercent is the daemon's GOGC unless GOGC or --gc-percent says
+// otherwise. Go's default, 100, lets the heap grow to twice what is live
+// before each collection; a change of every rollout then peaked at 1.28×
+// the RSS of Argo Rollouts' controller on equal work, and at 50 at 1.07×
+// for 16 % more CPU in the change (docs/scale.md, "GC percent").
+const defaultGCPercent = 50
+
+// gcPercent is the collector's target the daemon runs with (Go's GOGC,
+// runtime/debug.SetGCPercent): the flag's value when set; else GOGC,
+// which the runtime already applied (keep: false); else
+// defaultGCPercent. It returns where the value came from.
+func gcPercent(flag int, env string) (percent int, from string, keep bool, err error) {
+	switch {
+	case flag < 0:
+		return 0, "", false, fmt.Errorf("--gc-percent %d: want a positive percentage (or leave it unset)", flag)
+	case flag > 0:
+		return flag, "--gc-percent", false, nil
+	case env != "":
+		return 0, "GOGC", true, nil
+	}
+	return defaultGCPercent, "default", false, nil
+}
+
+// applyGCPercent sets the target --gc-percent asks for and logs it.
+func applyGCPercent(flag int, log *slog.Logger) error {
+	n, from, keep, err := gcPercent(flag, os.Getenv("GOGC"))
+	if err != nil {
+		return err
+	}
+	if keep {
+		log.Info("garbage collector target", "GOGC", os.Getenv("GOGC"), "from", from)
+		return nil
+	}
+	debug.SetGCPercent(n)
+	log.Info("garbage collector target", "percent", n, "from", from)
+	return nil
+}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"errors"
+	"log/slog"
 	"math"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -44,5 +46,44 @@ func TestMemoryLimitRefusesBadSizes(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "--memory-limit") {
 			t.Errorf("memoryLimit(%q) = %v, want an error naming --memory-limit", flag, err)
 		}
+	}
+}
+
+func TestGCPercent(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		flag int
+		env  string
+		want int
+		from string
+		keep bool
+	}{
+		{"default", 0, "", defaultGCPercent, "default", false},
+		{"flag", 80, "", 80, "--gc-percent", false},
+		{"flag over GOGC", 80, "200", 80, "--gc-percent", false},
+		{"GOGC kept", 0, "200", 0, "GOGC", true},
+		{"GOGC=off kept: the operator's own choice", 0, "off", 0, "GOGC", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, from, keep, err := gcPercent(tc.flag, tc.env)
+			if err != nil || got != tc.want || from != tc.from || keep != tc.keep {
+				t.Errorf("gcPercent(%d, %q) = %d, %q, keep %v, %v; want %d, %q, keep %v", tc.flag, tc.env, got, from, keep, err, tc.want, tc.from, tc.keep)
+			}
+		})
+	}
+	if _, _, _, err := gcPercent(-1, ""); err == nil || !strings.Contains(err.Error(), "--gc-percent") {
+		t.Errorf("gcPercent(-1) = %v, want an error naming --gc-percent", err)
+	}
+}
+
+func TestApplyGCPercentSetsTheRuntimes(t *testing.T) {
+	t.Setenv("GOGC", "")
+	orig := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(orig)
+	if err := applyGCPercent(0, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	if got := debug.SetGCPercent(100); got != defaultGCPercent {
+		t.Errorf("the runtime's GC percent is %d after applyGCPercent, want %d", got, defaultGCPercent)
 	}
 }

@@ -30,6 +30,7 @@ type runOptions struct {
 	logFormat   string
 	logLevel    string
 	memoryLimit string
+	gcPercent   int
 }
 
 func newRunCmd() *cobra.Command {
@@ -62,6 +63,9 @@ keys (lists for repeatable flags); flags on the command line win.`,
 			if err := applyMemoryLimit(o.memoryLimit, logger); err != nil {
 				return err
 			}
+			if err := applyGCPercent(o.gcPercent, logger); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			// Traces: off unless the standard OTEL_* variables ask for them.
@@ -88,6 +92,7 @@ keys (lists for repeatable flags); flags on the command line win.`,
 	f.StringVar(&o.HTTPAddr, "http-addr", daemon.DefaultHTTPAddr, "HTTP API listen address; beyond loopback it needs --api-token-file or --insecure-api")
 	f.StringVar(&o.DebugAddr, "debug-addr", "", "serve pprof at /debug/pprof/ on this loopback address, e.g. 127.0.0.1:6060 (default: off)")
 	f.StringVar(&o.memoryLimit, "memory-limit", "", "soft limit of the daemon's memory, e.g. 600MiB, or off; the garbage collector works harder near it (CPU for RSS) (default: GOMEMLIMIT, else 90% of the cgroup's memory limit, else none)")
+	f.IntVar(&o.gcPercent, "gc-percent", 0, "how far the heap may grow past what is live before the garbage collector runs, in percent (Go's GOGC); lower holds the RSS down for CPU (default: GOGC, else 50)")
 	f.BoolVar(&o.InsecureAPI, "insecure-api", false, "allow --http-addr beyond loopback without --api-token-file: anyone on the network can promote and abort")
 	lim := httpapi.DefaultLimits()
 	f.DurationVar(&o.HTTPLimits.ReadHeaderTimeout, "http-read-header-timeout", lim.ReadHeaderTimeout, "time a client has to send the request headers")
