@@ -11,12 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/store/kubestore"
-	"github.com/sluice-dev/sluice/controller/store/kubestore/kubestoretest"
 	"github.com/sluice-dev/sluice/internal/kubetest"
 )
 
@@ -49,15 +47,9 @@ func TestSaveBurstBoundedInFlight(t *testing.T) {
 	cfg := rest.CopyConfig(c.Config)
 	cfg.QPS, cfg.Burst = -1, 0 // as the daemon's store client: no client-side limit
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dyn := dynamicWithCRD(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := kubestoretest.InstallCRD(ctx, dyn); err != nil {
-		t.Fatal(err)
-	}
 	const limit, rollouts = 4, 200
 	s, err := kubestore.New(ctx, kubestore.Options{Dynamic: dyn, Core: c.Client, Namespace: ns,
 		Fence: &testFence{epoch: 1, name: "a"}, MaxInFlight: limit})
@@ -126,15 +118,9 @@ func TestFirstSaveAfterLoadCreatesWithoutReading(t *testing.T) {
 	log := &requestLog{}
 	cfg := rest.CopyConfig(c.Config)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { log.next = rt; return log }
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dyn := dynamicWithCRD(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := kubestoretest.InstallCRD(ctx, dyn); err != nil {
-		t.Fatal(err)
-	}
 	s, err := kubestore.New(ctx, kubestore.Options{Dynamic: dyn, Core: c.Client, Namespace: ns, Fence: &testFence{epoch: 1, name: "a"}})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/sluice-dev/sluice/controller/store/kubestore"
 	"github.com/sluice-dev/sluice/controller/store/kubestore/kubestoretest"
@@ -36,7 +37,20 @@ func (f *testFence) Identity() string { return f.name }
 func newStore(t *testing.T, ns string, fence kubestore.Fence) *kubestore.Store {
 	t.Helper()
 	c := kubetest.Shared(t)
-	dyn, err := dynamic.NewForConfig(c.Config)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := kubestore.New(ctx, kubestore.Options{Dynamic: dynamicWithCRD(t, c.Config), Core: c.Client, Namespace: ns, Fence: fence,
+		Summarize: func(b []byte) (kubestore.Summary, error) { return kubestore.Summary{Phase: string(b)}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// dynamicWithCRD is a dynamic client of cfg, with the CRD installed.
+func dynamicWithCRD(t *testing.T, cfg *rest.Config) dynamic.Interface {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,10 +59,5 @@ func newStore(t *testing.T, ns string, fence kubestore.Fence) *kubestore.Store {
 	if err := kubestoretest.InstallCRD(ctx, dyn); err != nil {
 		t.Fatal(err)
 	}
-	s, err := kubestore.New(ctx, kubestore.Options{Dynamic: dyn, Core: c.Client, Namespace: ns, Fence: fence,
-		Summarize: func(b []byte) (kubestore.Summary, error) { return kubestore.Summary{Phase: string(b)}, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return dyn
 }
