@@ -93,7 +93,7 @@ const defaultGCPercent = 50
 
 // gcPercent is the collector's target the daemon runs with (Go's GOGC,
 // runtime/debug.SetGCPercent): the flag's value when set; else GOGC,
-// which the runtime already applied (keep: false); else
+// which the runtime already applied (keep is true: nothing to set); else
 // defaultGCPercent. It returns where the value came from.
 func gcPercent(flag int, env string) (percent int, from string, keep bool, err error) {
 	switch {

@@ -51,7 +51,7 @@ func slimPod(p *corev1.Pod) {
 }
 
 // podAnnotationsRead keeps the annotations placement reads (a baseline's
-// canary, a plan's dependencies; podToScheduler): foreign pods can carry
+// canary, a plan's dependencies; podFromCore): foreign pods can carry
 // large ones (kubectl's last-applied-configuration).
 func podAnnotationsRead(all map[string]string) map[string]string {
 	var kept map[string]string
