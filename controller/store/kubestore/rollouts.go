@@ -57,6 +57,13 @@ func (s *Store) saveRollout(key api.Key, record []byte) error {
 		if err == nil {
 			return nil
 		}
+		if apierrors.IsNotFound(err) {
+			// Deleted by hand since: the next round creates it again,
+			// else every save of this rollout would fail until a restart.
+			s.log.Warn("rollout's object was deleted; creating it again", "rollout", key.String(), "object", objectName(key))
+			s.forget(key)
+			continue
+		}
 		if !apierrors.IsConflict(err) {
 			return err
 		}

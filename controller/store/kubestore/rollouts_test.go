@@ -124,6 +124,38 @@ func TestSaveRolloutConflicts(t *testing.T) {
 	}
 }
 
+// TestSaveRecreatesAnObjectDeletedByHand: a SluiceRollout deleted while
+// sluice runs (kubectl delete) is created again by the rollout's next
+// save, with the record; the store does not keep writing to the gone
+// object's resourceVersion and fail every save until a restart.
+func TestSaveRecreatesAnObjectDeletedByHand(t *testing.T) {
+	ns := kubetest.Shared(t).Namespace(t)
+	s := newStore(t, ns, &testFence{epoch: 1, name: "a"})
+	if _, err := s.LoadRollouts(); err != nil {
+		t.Fatal(err)
+	}
+	key := api.Key{Namespace: ns, Name: "checkout"}
+	if err := s.SaveRollout(key, []byte("Progressing")); err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(kubetest.Shared(t).Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dyn.Resource(v1alpha1.GroupVersionResource).Namespace(ns).Delete(context.Background(), key.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range []string{"Paused", "Healthy"} {
+		if err := s.SaveRollout(key, []byte(rec)); err != nil {
+			t.Fatalf("save %s after the object was deleted: %v", rec, err)
+		}
+	}
+	obj := getObject(t, key)
+	if string(obj.Status.Record) != "Healthy" || obj.Labels[kubestore.InstanceLabel] != ns {
+		t.Fatalf("recreated object: record %q, labels %v; want Healthy and the instance label", obj.Status.Record, obj.Labels)
+	}
+}
+
 func TestWritesRefusedWithoutLease(t *testing.T) {
 	ns := kubetest.Shared(t).Namespace(t)
 	fence := &testFence{epoch: 1, name: "a"}
