@@ -177,9 +177,30 @@ func startWith(nodes int, extraKCMArgs string) (*Cluster, error) {
 	return launch(ClusterOptions{Name: "shared", Nodes: nodes, PodCIDR: PodCIDR}, extraKCMArgs)
 }
 
+// startAttempts bounds launch's tries of a control plane whose port was
+// taken.
+const startAttempts = 3
+
 // launch runs hack/kube/run-controlplane.sh into a fresh directory; opts
-// are already checked.
+// are already checked. The script picks free ports, but another process
+// (another control plane starting beside it, a test's server) can bind
+// one before the component does: such a start is tried again, on new
+// ports, up to startAttempts times.
 func launch(opts ClusterOptions, extraKCMArgs string) (*Cluster, error) {
+	for attempt := 1; ; attempt++ {
+		c, err := launchOnce(opts, extraKCMArgs)
+		if err == nil || attempt == startAttempts || !portTaken(err) {
+			return c, err
+		}
+		fmt.Fprintf(os.Stderr, "kubetest: cluster %s: a port was taken while starting (attempt %d of %d); starting again\n", opts.Name, attempt, startAttempts)
+	}
+}
+
+// portTaken tells a start that failed because a component could not bind
+// its port (etcd and the Kubernetes binaries say it the same way).
+func portTaken(err error) bool { return strings.Contains(err.Error(), "address already in use") }
+
+func launchOnce(opts ClusterOptions, extraKCMArgs string) (*Cluster, error) {
 	bin := BinDir()
 	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kwok", "kwok-stages.yaml"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {

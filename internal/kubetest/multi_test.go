@@ -284,3 +284,24 @@ func rssKiB(t *testing.T, pidFile string) int {
 	}
 	return 0
 }
+
+// TestPortTakenKnowsABindCollision: launch starts a control plane again
+// only when a component lost its port to another process, which the
+// components (Go binaries) report as Go's listen error does.
+func TestPortTakenKnowsABindCollision(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, collision := net.Listen("tcp", l.Addr().String())
+	if collision == nil {
+		t.Fatal("a second listen on a bound port succeeded")
+	}
+	if !portTaken(fmt.Errorf("run-controlplane.sh (cluster a): exit status 1\napiserver died\nE1206 %v", collision)) {
+		t.Errorf("not retried: %v", collision)
+	}
+	if portTaken(fmt.Errorf("run-controlplane.sh (cluster a): exit status 1\netcd died\nno space left on device")) {
+		t.Error("a start that failed for another reason is retried")
+	}
+}
