@@ -128,6 +128,14 @@ func (s *Store) updateState(change func(*sharedState) (changed bool)) error {
 			s.state = written
 			return nil
 		}
+		if apierrors.IsNotFound(err) {
+			// Deleted by hand since: create it again from what this
+			// replica kept (re-reading would find nothing and lose the
+			// outbox), else every write would fail until a restart.
+			s.log.Warn("state configmap was deleted; creating it again from the state kept", "configmap", s.opts.Namespace+"/"+StateConfigMap)
+			s.state.resourceVersion = ""
+			continue
+		}
 		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
 			return err
 		}

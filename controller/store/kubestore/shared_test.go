@@ -1,10 +1,12 @@
 package kubestore_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/sluice-dev/sluice/controller/alert"
@@ -116,4 +118,35 @@ func TestOutboxConflicts(t *testing.T) {
 			t.Fatalf("pending %v after the refused write, want none", got)
 		}
 	})
+}
+
+// TestSharedStateRecreatedWithWhatWasKept: the ConfigMap deleted by hand
+// while sluice runs is written again whole at the next change — the
+// undelivered alerts and the last commit this replica kept, plus the
+// change — instead of failing every write until a restart, or starting
+// from an empty outbox.
+func TestSharedStateRecreatedWithWhatWasKept(t *testing.T) {
+	c := kubetest.Shared(t)
+	ns := c.Namespace(t)
+	s := newStore(t, ns, &testFence{epoch: 1, name: "a"})
+	if err := s.EnqueueAlert(testAlert("1"), []string{"hook"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetLastCommit("abc"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Client.CoreV1().ConfigMaps(ns).Delete(context.Background(), kubestore.StateConfigMap, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EnqueueAlert(testAlert("2"), []string{"hook"}); err != nil {
+		t.Fatalf("enqueue after the ConfigMap was deleted: %v", err)
+	}
+	// Another replica reads what the cluster holds.
+	other := newStore(t, ns, &testFence{epoch: 1, name: "b"})
+	if got := pendingIDs(t, other, "hook"); !slices.Equal(got, []string{"1", "2"}) {
+		t.Errorf("pending alerts in the recreated ConfigMap %v, want [1 2]", got)
+	}
+	if got, err := other.LastCommit(); err != nil || got != "abc" {
+		t.Errorf("last commit in the recreated ConfigMap %q (%v), want abc", got, err)
+	}
 }
