@@ -1,8 +1,11 @@
 package kubestore_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -51,7 +54,7 @@ func TestSaveBurstBoundedInFlight(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const limit, rollouts = 4, 200
-	s, err := kubestore.New(ctx, kubestore.Options{Dynamic: dyn, Core: c.Client, Namespace: ns,
+	s, err := kubestore.New(ctx, kubestore.Options{Dynamic: dyn, Core: coreClient(t, cfg), Namespace: ns,
 		Fence: &testFence{epoch: 1, name: "a"}, MaxInFlight: limit})
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +124,7 @@ func TestFirstSaveAfterLoadCreatesWithoutReading(t *testing.T) {
 	dyn := dynamicWithCRD(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := kubestore.New(ctx, kubestore.Options{Dynamic: dyn, Core: c.Client, Namespace: ns, Fence: &testFence{epoch: 1, name: "a"}})
+	s, err := kubestore.New(ctx, kubestore.Options{Dynamic: dyn, Core: coreClient(t, cfg), Namespace: ns, Fence: &testFence{epoch: 1, name: "a"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,5 +159,67 @@ func TestFirstSaveAfterLoadCreatesWithoutReading(t *testing.T) {
 	}
 	if got := string(getObject(t, fresh).Status.Record); got != "a-1" {
 		t.Errorf("record %q, want a-1", got)
+	}
+}
+
+// answers keeps the body of every answer to a status write.
+type answers struct {
+	next   http.RoundTripper
+	mu     sync.Mutex
+	bodies []string
+}
+
+func (a *answers) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := a.next.RoundTrip(req)
+	if err != nil || !strings.HasSuffix(req.URL.Path, "/status") {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	a.bodies = append(a.bodies, string(body))
+	a.mu.Unlock()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return resp, nil
+}
+
+// TestStatusWriteAnswerCarriesNoRecord: the apiserver answers a status
+// write with the object's metadata only, not the record the store just
+// sent (decoding it again was most of a save's cost), and the
+// resourceVersion read from it keeps the next write conditional.
+func TestStatusWriteAnswerCarriesNoRecord(t *testing.T) {
+	c := kubetest.Shared(t)
+	ns := c.Namespace(t)
+	seen := &answers{}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { seen.next = rt; return seen }
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := kubestore.New(ctx, kubestore.Options{Dynamic: dynamicWithCRD(t, cfg), Core: coreClient(t, cfg), Namespace: ns, Fence: &testFence{epoch: 1, name: "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := api.Key{Namespace: ns, Name: "checkout"}
+	record := []byte("a record long enough to be seen in an answer")
+	for range 2 {
+		if err := s.SaveRollout(key, record); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	if len(seen.bodies) != 2 {
+		t.Fatalf("%d status writes answered, want 2", len(seen.bodies))
+	}
+	for _, body := range seen.bodies {
+		if !strings.Contains(body, `"kind":"PartialObjectMetadata"`) || strings.Contains(body, base64.StdEncoding.EncodeToString(record)) {
+			t.Errorf("status write answered with %.300s; want the metadata alone", body)
+		}
+	}
+	if got := string(getObject(t, key).Status.Record); got != string(record) {
+		t.Errorf("record %q, want %q", got, record)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/sluice-dev/sluice/controller/store/kubestore"
@@ -34,7 +35,7 @@ func (f *testFence) Epoch() int32     { return f.epoch }
 func (f *testFence) Identity() string { return f.name }
 
 // newStore opens a store on the shared cluster with the CRD installed.
-func newStore(t *testing.T, ns string, fence kubestore.Fence) *kubestore.Store {
+func newStore(t testing.TB, ns string, fence kubestore.Fence) *kubestore.Store {
 	t.Helper()
 	c := kubetest.Shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -48,7 +49,7 @@ func newStore(t *testing.T, ns string, fence kubestore.Fence) *kubestore.Store {
 }
 
 // dynamicWithCRD is a dynamic client of cfg, with the CRD installed.
-func dynamicWithCRD(t *testing.T, cfg *rest.Config) dynamic.Interface {
+func dynamicWithCRD(t testing.TB, cfg *rest.Config) dynamic.Interface {
 	t.Helper()
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
@@ -60,4 +61,15 @@ func dynamicWithCRD(t *testing.T, cfg *rest.Config) dynamic.Interface {
 		t.Fatal(err)
 	}
 	return dyn
+}
+
+// coreClient is a typed client of cfg: the store writes statuses and its
+// ConfigMap through it, so a test watching cfg's requests sees them.
+func coreClient(t testing.TB, cfg *rest.Config) kubernetes.Interface {
+	t.Helper()
+	core, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return core
 }

@@ -33,7 +33,7 @@ type Summary struct {
 // Options configure New.
 type Options struct {
 	Dynamic dynamic.Interface    // SluiceRollouts; required
-	Core    kubernetes.Interface // the state ConfigMap; required
+	Core    kubernetes.Interface // the state ConfigMap and SluiceRollout status writes; required
 	// Namespace is sluice's own namespace, where StateConfigMap lives.
 	Namespace string
 	Fence     Fence // required; Unfenced without election
