@@ -50,6 +50,10 @@ type Result struct {
 	// period, the Go heap and goroutines from /metrics, CPU over Idle.
 	IdleSeconds    float64
 	RSSBytes       int64
+	// LoadPeakRSSBytes is VmHWM from the start to the end of the idle
+	// period (the load's peak); CommitPeakRSSBytes VmHWM from the commit's
+	// webhook until every changed rollout is past step 2 (reset before).
+	LoadPeakRSSBytes, CommitPeakRSSBytes int64
 	HeapInuseBytes float64
 	Goroutines     float64
 	IdleCPUPercent float64
@@ -379,6 +383,7 @@ func measureIdle(ctx context.Context, d *daemon, idle time.Duration, res *Result
 	if res.RSSBytes, err = rssBytes(d.pid); err != nil {
 		return err
 	}
+	res.LoadPeakRSSBytes = peakRSS(d.pid)
 	if s, err = d.scrape(); err != nil {
 		return err
 	}
@@ -444,6 +449,7 @@ func measureCommit(ctx context.Context, d *daemon, c *client.Client, repo *gitRe
 		return err
 	}
 	start := time.Now()
+	resetPeakRSS(d.pid)
 	if err := d.postHook(); err != nil {
 		return err
 	}
@@ -464,6 +470,7 @@ func measureCommit(ctx context.Context, d *daemon, c *client.Client, repo *gitRe
 	if res.CommitStep2CPUSeconds, err = cpuSecondsSince(d.pid, cpu0); err != nil {
 		return err
 	}
+	res.CommitPeakRSSBytes = peakRSS(d.pid)
 	res.AckTimeouts = d.ackTimeouts() - timeouts
 
 	p.mu.Lock()

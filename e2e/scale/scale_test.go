@@ -53,6 +53,10 @@ func TestScaleSmall(t *testing.T) {
 	if full.OneChangeGRPCBytes == 0 || full.OneChangeEnvoyBytes == 0 {
 		t.Errorf("one change reached no subscriber: Envoy-shaped %d B, gRPC-shaped %d B", full.OneChangeEnvoyBytes, full.OneChangeGRPCBytes)
 	}
+	if full.LoadPeakRSSBytes < full.RSSBytes || full.CommitPeakRSSBytes == 0 {
+		t.Errorf("peak RSS: %d B from the start with %d B idle, %d B over the commit; want the peak at least the idle RSS, and a commit peak",
+			full.LoadPeakRSSBytes, full.RSSBytes, full.CommitPeakRSSBytes)
+	}
 	// No goroutine per idle rollout: 250 more rollouts may add a few
 	// (timing noise), never one each.
 	if grew := full.Goroutines - half.Goroutines; grew > 25 {
