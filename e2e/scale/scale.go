@@ -48,15 +48,15 @@ type Result struct {
 
 	// Idle, with every rollout Healthy: VmRSS at the end of the idle
 	// period, the Go heap and goroutines from /metrics, CPU over Idle.
-	IdleSeconds    float64
-	RSSBytes       int64
+	IdleSeconds float64
+	RSSBytes    int64
 	// LoadPeakRSSBytes is VmHWM from the start to the end of the idle
 	// period (the load's peak); CommitPeakRSSBytes VmHWM from the commit's
 	// webhook until every changed rollout is past step 2 (reset before).
 	LoadPeakRSSBytes, CommitPeakRSSBytes int64
-	HeapInuseBytes float64
-	Goroutines     float64
-	IdleCPUPercent float64
+	HeapInuseBytes                       float64
+	Goroutines                           float64
+	IdleCPUPercent                       float64
 
 	// /metrics with every rollout idle: body size, series, render time
 	// (median of 3).
