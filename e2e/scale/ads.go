@@ -109,16 +109,16 @@ func (a *adsSubscriber) loop() error {
 			return err
 		}
 		typ := r.GetTypeUrl()
+		// Counted before the ACK goes: the ACK can move the rollout on,
+		// and a reader of the counters that saw it moved must see this.
 		a.mu.Lock()
 		names := a.names[typ]
-		a.mu.Unlock()
-		a.send(&discoveryv3.DiscoveryRequest{TypeUrl: typ, ResourceNames: names, VersionInfo: r.GetVersionInfo(), ResponseNonce: r.GetNonce()})
-		a.mu.Lock()
 		a.bytes += int64(proto.Size(r))
 		a.responses++
 		close(a.changed)
 		a.changed = make(chan struct{})
 		a.mu.Unlock()
+		a.send(&discoveryv3.DiscoveryRequest{TypeUrl: typ, ResourceNames: names, VersionInfo: r.GetVersionInfo(), ResponseNonce: r.GetNonce()})
 	}
 }
 
