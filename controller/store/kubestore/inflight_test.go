@@ -2,7 +2,6 @@ package kubestore_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -12,12 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"k8s.io/client-go/rest"
 
 	"github.com/sluice-dev/sluice/api"
-	"github.com/sluice-dev/sluice/controller/store/kubestore"
 	"github.com/sluice-dev/sluice/internal/kubetest"
 )
 
@@ -47,18 +42,8 @@ func TestSaveBurstBoundedInFlight(t *testing.T) {
 	c := kubetest.Shared(t)
 	ns := c.Namespace(t)
 	counter := &inFlight{}
-	cfg := rest.CopyConfig(c.Config)
-	cfg.QPS, cfg.Burst = -1, 0 // as the daemon's store client: no client-side limit
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
-	dyn := dynamicWithCRD(t, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	const limit, rollouts = 4, 200
-	s, err := kubestore.New(ctx, kubestore.Options{Dynamic: dyn, Core: coreClient(t, cfg), Namespace: ns,
-		Fence: &testFence{epoch: 1, name: "a"}, MaxInFlight: limit})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := storeThrough(t, ns, func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }, limit)
 	var wg sync.WaitGroup
 	errs := make(chan error, rollouts)
 	for i := range rollouts {
@@ -119,15 +104,7 @@ func TestFirstSaveAfterLoadCreatesWithoutReading(t *testing.T) {
 	c := kubetest.Shared(t)
 	ns := c.Namespace(t)
 	log := &requestLog{}
-	cfg := rest.CopyConfig(c.Config)
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { log.next = rt; return log }
-	dyn := dynamicWithCRD(t, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := kubestore.New(ctx, kubestore.Options{Dynamic: dyn, Core: coreClient(t, cfg), Namespace: ns, Fence: &testFence{epoch: 1, name: "a"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := storeThrough(t, ns, func(rt http.RoundTripper) http.RoundTripper { log.next = rt; return log }, 0)
 	if _, err := s.LoadRollouts(); err != nil {
 		t.Fatal(err)
 	}
@@ -194,14 +171,7 @@ func TestStatusWriteAnswerCarriesNoRecord(t *testing.T) {
 	c := kubetest.Shared(t)
 	ns := c.Namespace(t)
 	seen := &answers{}
-	cfg := rest.CopyConfig(c.Config)
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { seen.next = rt; return seen }
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := kubestore.New(ctx, kubestore.Options{Dynamic: dynamicWithCRD(t, cfg), Core: coreClient(t, cfg), Namespace: ns, Fence: &testFence{epoch: 1, name: "a"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := storeThrough(t, ns, func(rt http.RoundTripper) http.RoundTripper { seen.next = rt; return seen }, 0)
 	key := api.Key{Namespace: ns, Name: "checkout"}
 	record := []byte("a record long enough to be seen in an answer")
 	for range 2 {

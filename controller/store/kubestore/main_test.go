@@ -3,6 +3,7 @@ package kubestore_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"testing"
 	"time"
 
@@ -63,13 +64,24 @@ func dynamicWithCRD(t testing.TB, cfg *rest.Config) dynamic.Interface {
 	return dyn
 }
 
-// coreClient is a typed client of cfg: the store writes statuses and its
-// ConfigMap through it, so a test watching cfg's requests sees them.
-func coreClient(t testing.TB, cfg *rest.Config) kubernetes.Interface {
+// storeThrough opens a store (fenced at epoch 1, up to maxInFlight calls
+// at once; 0: the default) on the shared cluster whose clients, both,
+// send every request through wrap: a test's round-tripper watching them.
+func storeThrough(t testing.TB, ns string, wrap func(http.RoundTripper) http.RoundTripper, maxInFlight int) *kubestore.Store {
 	t.Helper()
+	cfg := rest.CopyConfig(kubetest.Shared(t).Config)
+	cfg.QPS, cfg.Burst = -1, 0 // as the daemon's store client: no client-side limit
+	cfg.WrapTransport = wrap
 	core, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return core
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := kubestore.New(ctx, kubestore.Options{Dynamic: dynamicWithCRD(t, cfg), Core: core, Namespace: ns,
+		Fence: &testFence{epoch: 1, name: "a"}, MaxInFlight: maxInFlight})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
