@@ -565,9 +565,12 @@ func TestGaugesAgreeWithStatus(t *testing.T) {
 	if _, err := e.runner.Command(context.Background(), aborted, rollout.CmdAbort); err != nil {
 		t.Fatal(err)
 	}
-	e.waitState(aborted, "aborted", func(s rollout.State) bool { return s.Aborted })
+	// Aborted is set at once; the phase turns Degraded only once the
+	// traffic is back on stable (a read before saw it Progressing).
+	e.waitState(aborted, "aborted, Degraded", func(s rollout.State) bool { return s.Aborted && s.Phase == rollout.PhaseDegraded })
 	healthy := api.Key{Namespace: "web", Name: "healthy"}
 	e.do(healthy, rollout.Change{Commit: "1111111", Rollout: spec(healthy, "v1", setWeight(10))})
+	e.waitState(healthy, "Healthy", func(s rollout.State) bool { return s.Phase == rollout.PhaseHealthy })
 
 	gauges := map[api.Key]rollout.Gauges{}
 	for _, g := range e.runner.Gauges() {
