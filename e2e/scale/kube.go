@@ -52,7 +52,10 @@ type KubeConfig struct {
 
 // KubeMemory is one reading of the daemon's memory.
 type KubeMemory struct {
-	RSSBytes        int64
+	RSSBytes int64
+	// PeakRSSBytes is VmHWM at the reading: the daemon's peak RSS since
+	// it started (or since the last reset, in the run across clusters).
+	PeakRSSBytes    int64
 	HeapInuseBytes  float64 // go_memstats_heap_inuse_bytes as found
 	HeapAfterGC     float64 // the same right after a forced GC (pprof ?gc=1)
 	Goroutines      float64
@@ -435,6 +438,7 @@ func readMemory(d *daemon, debugAddr, profile string) (KubeMemory, error) {
 	}
 	m.HeapAfterGC = s.Samples["go_memstats_heap_inuse_bytes"]
 	m.RSSBytes, err = rssBytes(d.pid)
+	m.PeakRSSBytes = peakRSS(d.pid)
 	return m, err
 }
 
@@ -504,8 +508,8 @@ func printKubeTable(w io.Writer, r KubeResult) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	mib := func(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
 	mem := func(m KubeMemory) string {
-		return fmt.Sprintf("RSS %s, heap %s (%s after GC), %.0f goroutines",
-			mib(float64(m.RSSBytes)), mib(m.HeapInuseBytes), mib(m.HeapAfterGC), m.Goroutines)
+		return fmt.Sprintf("RSS %s (peak so far %s), heap %s (%s after GC), %.0f goroutines",
+			mib(float64(m.RSSBytes)), mib(float64(m.PeakRSSBytes)), mib(m.HeapInuseBytes), mib(m.HeapAfterGC), m.Goroutines)
 	}
 	objs := func(o KubeObjects) string {
 		return fmt.Sprintf("sluice RS %d / pods %d (%d Running); all RS %d / pods %d; nodes %d; SluiceRollouts %d",
