@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/rollout"
 	"github.com/sluice-dev/sluice/gateway/probe"
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
 
 const v3 = "e2e/app:v3"
@@ -107,7 +108,7 @@ func conform(t *testing.T, impl clientImpl) {
 	lacks := checkMirror(t, impl, direct, b1, b2)
 	checkSplit(t, "90/10 through the proxy", proxied.call(t, 500, nil), v2, 0.10)
 	if n := d.metric("sluice_xds_nacks_total"); n != 0 {
-		t.Fatalf("%s NACKed what sluice served (sluice_xds_nacks_total = %v):\n%s", impl.name, n, lastLines(d.log.String(), 20))
+		t.Fatalf("%s NACKed what sluice served (sluice_xds_nacks_total = %v):\n%s", impl.name, n, testkit.LastLines(d.log.String(), 20))
 	}
 
 	phase("canary checked")

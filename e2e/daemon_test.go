@@ -66,7 +66,7 @@ func startDaemonUnder(t testing.TB, repo *gitRepo, wrapper []string, flags ...st
 	t.Cleanup(func() {
 		d.stop()
 		if t.Failed() {
-			t.Logf("sluice run log (last 60 lines):\n%s", lastLines(d.log.String(), 60))
+			t.Logf("sluice run log (last 60 lines):\n%s", testkit.LastLines(d.log.String(), 60))
 		}
 	})
 
@@ -117,14 +117,6 @@ func (d *daemon) stop() {
 		_ = d.cmd.Process.Kill()
 		<-d.exited
 	}
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // status reads one rollout's status (name is "namespace/name", or "name"

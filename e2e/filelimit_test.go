@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/controller/httpapi"
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
 
 // TestIdleConnectionsUnderFileLimit is finding K2: under a limit of 200
@@ -68,7 +69,7 @@ func TestIdleConnectionsUnderFileLimit(t *testing.T) {
 	d.waitStatus("fl", 60*time.Second, "v2 canary", func(s httpapi.RolloutStatus) bool { return s.CanaryVersion == "shop/fl:v2" })
 	for _, bad := range []string{"git cache is corrupt", "too many open files"} {
 		if strings.Contains(d.log.String(), bad) {
-			t.Errorf("log says %q:\n%s", bad, lastLines(d.log.String(), 40))
+			t.Errorf("log says %q:\n%s", bad, testkit.LastLines(d.log.String(), 40))
 		}
 	}
 	if got := d.metric(`sluice_http_refused_total{reason="connection-evicted"}`); got < 150 {

@@ -189,7 +189,7 @@ func (h *haRig) startWith(kubeconfig string) *haReplica {
 			<-r.exited
 		}
 		if t.Failed() {
-			t.Logf("%s log (last 30 lines):\n%s", r.identity, lastLines(r.log.String(), 30))
+			t.Logf("%s log (last 30 lines):\n%s", r.identity, testkit.LastLines(r.log.String(), 30))
 		}
 	})
 	h.mu.Lock()

@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/controller/rollout"
 	"github.com/sluice-dev/sluice/controller/store/kubestore/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/kubetest"
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
 
 // kubeconfigVia is a copy of the cluster's kubeconfig whose server is
@@ -137,7 +138,7 @@ func TestKubePartitionedLeader(t *testing.T) {
 	case <-cutOff.exited:
 		exitedAt = time.Now()
 	case <-time.After(time.Until(renewed.Add(leader.DefaultLeaseDuration + 5*time.Second))):
-		t.Fatalf("the cut-off leader still runs 5 s after its Lease ran out for the others; log:\n%s", lastLines(cutOff.log.String(), 20))
+		t.Fatalf("the cut-off leader still runs 5 s after its Lease ran out for the others; log:\n%s", testkit.LastLines(cutOff.log.String(), 20))
 	}
 	t.Logf("the cut-off leader exited %s after the cut, %s after its last renewal (renewed %s before the cut)",
 		exitedAt.Sub(cutAt).Round(10*time.Millisecond), exitedAt.Sub(renewed).Round(10*time.Millisecond), cutAt.Sub(renewed).Round(time.Millisecond))

@@ -63,10 +63,10 @@ func TestKubeLeaderRefusedGivesUp(t *testing.T) {
 	case <-time.After(90 * time.Second):
 		_ = cmd.Process.Kill()
 		<-exited
-		t.Fatalf("sluice still running 90s after start, refused its state (holding the Lease: %q); log:\n%s", holderOf(t, c, ns), lastLines(log.String(), 30))
+		t.Fatalf("sluice still running 90s after start, refused its state (holding the Lease: %q); log:\n%s", holderOf(t, c, ns), testkit.LastLines(log.String(), 30))
 	}
 	if lines := grepLines(log.String(), `"level":"ERROR"`, "RBAC rule is missing", `cannot get resource \"configmaps\"`); lines == "" {
-		t.Errorf("no ERROR log naming the refused configmaps get and the missing RBAC rule; log:\n%s", lastLines(log.String(), 30))
+		t.Errorf("no ERROR log naming the refused configmaps get and the missing RBAC rule; log:\n%s", testkit.LastLines(log.String(), 30))
 	}
 	if h := holderOf(t, c, ns); h != "" {
 		t.Errorf("the Lease is still held by %q after sluice gave up", h)

@@ -78,7 +78,7 @@ service:
 			<-exited
 		}
 		if t.Failed() {
-			t.Logf("collector log (last 30 lines):\n%s", lastLines(log.String(), 30))
+			t.Logf("collector log (last 30 lines):\n%s", testkit.LastLines(log.String(), 30))
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)

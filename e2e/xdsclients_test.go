@@ -220,7 +220,7 @@ func startProcClient(t *testing.T, name string, argv, env []string, bootstrapJSO
 			<-done
 		}
 		if t.Failed() {
-			t.Logf("%s stderr (last 30 lines):\n%s", name, lastLines(c.log.String(), 30))
+			t.Logf("%s stderr (last 30 lines):\n%s", name, testkit.LastLines(c.log.String(), 30))
 		}
 	})
 	var ready struct {
@@ -243,13 +243,13 @@ func (c *procClient) read(t *testing.T, timeout time.Duration, v any) {
 	select {
 	case line, ok := <-c.lines:
 		if !ok {
-			t.Fatalf("%s exited:\n%s", c.name, lastLines(c.log.String(), 30))
+			t.Fatalf("%s exited:\n%s", c.name, testkit.LastLines(c.log.String(), 30))
 		}
 		if err := json.Unmarshal([]byte(line), v); err != nil {
 			t.Fatalf("%s said %q: %v", c.name, line, err)
 		}
 	case <-time.After(timeout):
-		t.Fatalf("%s did not answer within %v:\n%s", c.name, timeout, lastLines(c.log.String(), 30))
+		t.Fatalf("%s did not answer within %v:\n%s", c.name, timeout, testkit.LastLines(c.log.String(), 30))
 	}
 }
 

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/internal/kubetest"
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
 
 // The scenario: rollout "kr" (2 replicas, canaryService/stableService,
@@ -418,7 +419,7 @@ func (s *scenario) start(t *testing.T, kubeconfig string) {
 		cancel()
 		<-done
 		if t.Failed() {
-			t.Logf("sluice log (last 40 lines):\n%s", lastLines(s.log.String(), 40))
+			t.Logf("sluice log (last 40 lines):\n%s", testkit.LastLines(s.log.String(), 40))
 		}
 	})
 	go func() {
@@ -571,9 +572,4 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
 
 // The tests start their own control planes; none needs the shared one.
@@ -259,7 +261,7 @@ func rssReport(t *testing.T, cs []*Cluster) string {
 	for _, comp := range []string{"etcd", "apiserver", "controller-manager", "kwok"} {
 		sum := 0
 		for _, c := range cs {
-			sum += rssKiB(t, filepath.Join(c.Dir, comp+".pid"))
+			sum += rssKiB(t, c, comp)
 		}
 		total += sum
 		parts = append(parts, fmt.Sprintf("%s %d MiB", comp, sum/1024))
@@ -267,14 +269,18 @@ func rssReport(t *testing.T, cs []*Cluster) string {
 	return fmt.Sprintf("%d MiB (%s)", total/1024, strings.Join(parts, ", "))
 }
 
-func rssKiB(t *testing.T, pidFile string) int {
-	pid, err := os.ReadFile(pidFile)
+// rssKiB reads the resident memory of one component of c; one that is not
+// running fails the test with the end of its log.
+func rssKiB(t *testing.T, c *Cluster, comp string) int {
+	t.Helper()
+	pid, err := os.ReadFile(filepath.Join(c.Dir, comp+".pid"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	status, err := os.ReadFile(filepath.Join("/proc", strings.TrimSpace(string(pid)), "status"))
 	if err != nil {
-		t.Fatal(err)
+		log, _ := os.ReadFile(filepath.Join(c.Dir, comp+".log"))
+		t.Fatalf("%s %s (pid %s) is not running: %v\n%s", c.Name, comp, strings.TrimSpace(string(pid)), err, testkit.LastLines(string(log), 30))
 	}
 	for line := range strings.SplitSeq(string(status), "\n") {
 		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
