@@ -88,6 +88,11 @@ type PeerSide struct {
 	// Scheduler is kube-scheduler's, on Argo's side (sluice binds its
 	// pods itself).
 	Scheduler *ProcessUsage `json:",omitempty"`
+	// PlaneChangeCPUSeconds is the CPU its control plane's processes
+	// (kubetest.Components: etcd, apiserver, controller-manager, kwok)
+	// used over PausedSeconds: what the controller's requests, and the
+	// work they start, cost the cluster.
+	PlaneChangeCPUSeconds map[string]float64 `json:",omitempty"`
 	// ThrottleWaits counts "client-side throttling" lines in the
 	// controller's log (client-go's rate limiter held a request > 1 s).
 	ThrottleWaits int
@@ -113,6 +118,9 @@ type PeerResult struct {
 	SchedulerQPS   float32
 	Sluice, Argo   PeerSide
 	CPUProfilePath string `json:",omitempty"`
+	// APIServerProfilePaths are CPU profiles of each side's apiserver
+	// over the change's first minute (PeerConfig.Profile), by side.
+	APIServerProfilePaths map[string]string `json:",omitempty"`
 	// SluiceMemory is where sluice's memory goes, with its profiles
 	// (PeerConfig.Profile; zero without).
 	SluiceMemory PeerMemory
@@ -247,11 +255,27 @@ func RunKubePeer(ctx context.Context, cfg PeerConfig) (res PeerResult, err error
 		}()
 		defer func() { <-profiled }()
 		peak = watchPeak(sluiceRun.d, sluiceRun.debugAddr, cfg.Dir)
+		res.APIServerProfilePaths = map[string]string{}
+		var mu sync.Mutex
+		for _, side := range []struct {
+			name  string
+			plane *kubetest.Cluster
+		}{{"sluice", sc}, {"argo", ac}} {
+			profiled := make(chan struct{})
+			go func() {
+				defer close(profiled)
+				path := apiserverCPUProfile(ctx, side.plane, time.Minute, filepath.Join(cfg.Dir, "cpu-change-apiserver-"+side.name+".pb.gz"))
+				mu.Lock()
+				res.APIServerProfilePaths[side.name] = path
+				mu.Unlock()
+			}()
+			defer func() { <-profiled }()
+		}
 	}
 	logOffset := logSize(sluiceRun.d.logPath)
 	err = both(
-		func() error { return runSluiceChange(ctx, sluiceRun, cfg.Rollouts, sw, &res.Sluice, say) },
-		func() error { return runArgoChange(ctx, argoRun, f, cfg.Rollouts, ak, aw, &res.Argo, say) })
+		func() error { return runSluiceChange(ctx, sluiceRun, sc, cfg.Rollouts, sw, &res.Sluice, say) },
+		func() error { return runArgoChange(ctx, argoRun, ac, f, cfg.Rollouts, ak, aw, &res.Argo, say) })
 	if peak != nil {
 		res.SluiceMemory.ChangePeak = peak.done()
 	}
@@ -644,6 +668,7 @@ func printPeerTable(w io.Writer, r PeerResult) error {
 		{"RSS peak, change → Paused", mib(s.Process.ChangePeakRSSBytes), withSched(mib(a.Process.ChangePeakRSSBytes), mib(sched.ChangePeakRSSBytes)), ratio(float64(s.Process.ChangePeakRSSBytes), float64(a.Process.ChangePeakRSSBytes))},
 		{"CPU, start → Healthy (ratio: to Argo + kube-scheduler)", secs(s.Process.LoadCPUSeconds), withSched(secs(a.Process.LoadCPUSeconds), secs(sched.LoadCPUSeconds)), ratio(s.Process.LoadCPUSeconds, a.Process.LoadCPUSeconds+sched.LoadCPUSeconds)},
 		{"CPU, change → Paused (ratio: to Argo + kube-scheduler)", secs(s.Process.ChangeCPUSeconds), withSched(secs(a.Process.ChangeCPUSeconds), secs(sched.ChangeCPUSeconds)), ratio(s.Process.ChangeCPUSeconds, a.Process.ChangeCPUSeconds+sched.ChangeCPUSeconds)},
+		{"control plane CPU, change → Paused", planeCPUString(s.PlaneChangeCPUSeconds), planeCPUString(a.PlaneChangeCPUSeconds), ratio(sum(s.PlaneChangeCPUSeconds), sum(a.PlaneChangeCPUSeconds))},
 		{"idle CPU, every rollout Healthy", fmt.Sprintf("%.1f %%", s.Process.IdleCPUPercent), withSched(fmt.Sprintf("%.1f %%", a.Process.IdleCPUPercent), fmt.Sprintf("%.1f %%", sched.IdleCPUPercent)), ""},
 		{"client-side throttling lines in the log", fmt.Sprint(s.ThrottleWaits), fmt.Sprint(a.ThrottleWaits), ""},
 	}
@@ -668,4 +693,21 @@ func flagsOrDefaults(args []string) string {
 		return "none"
 	}
 	return strings.Join(args, " ")
+}
+
+// planeCPUString is a control plane's CPU, whole and by component.
+func planeCPUString(byComponent map[string]float64) string {
+	parts := make([]string, 0, len(kubetest.Components))
+	for _, comp := range kubetest.Components {
+		parts = append(parts, fmt.Sprintf("%s %.1f", comp, byComponent[comp]))
+	}
+	return fmt.Sprintf("%.1f s (%s)", sum(byComponent), strings.Join(parts, ", "))
+}
+
+func sum(m map[string]float64) float64 {
+	total := 0.0
+	for _, v := range m {
+		total += v
+	}
+	return total
 }

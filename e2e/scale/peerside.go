@@ -75,9 +75,9 @@ func pushSluiceChange(s *peerSluice, f fleet, n int, side *PeerSide) error {
 // runSluiceChange announces the pushed change with the webhook and waits
 // until every rollout is Paused at the canary step with its canary pod
 // Running.
-func runSluiceChange(ctx context.Context, s *peerSluice, n int, w *planeWatch, side *PeerSide, say func(string, ...any)) error {
+func runSluiceChange(ctx context.Context, s *peerSluice, plane *kubetest.Cluster, n int, w *planeWatch, side *PeerSide, say func(string, ...any)) error {
 	resetPeakRSS(s.d.pid)
-	cpu0 := cpuSeconds(s.d.pid)
+	cpu0, plane0 := cpuSeconds(s.d.pid), readPlaneCPU(plane)
 	start := time.Now()
 	if err := s.d.postHook(); err != nil {
 		return err
@@ -88,6 +88,7 @@ func runSluiceChange(ctx context.Context, s *peerSluice, n int, w *planeWatch, s
 	}
 	side.PausedSeconds = at.Sub(start).Seconds()
 	side.Process.ChangeCPUSeconds = cpuSeconds(s.d.pid) - cpu0
+	side.PlaneChangeCPUSeconds = readPlaneCPU(plane).since(plane0)
 	side.Process.ChangePeakRSSBytes = peakRSS(s.d.pid)
 	side.CanaryPodsRunning = w.runningPods(versionNew)
 	say("sluice: every rollout Paused at %d %% with its canary pod Running after %.1fs", peerCanaryWeight, side.PausedSeconds)
@@ -197,7 +198,7 @@ func argoImagePatch(image string) []byte {
 
 // runArgoChange patches every Rollout's image to v2 and waits until every
 // one is Paused at the canary step with its canary pod Running.
-func runArgoChange(ctx context.Context, a *peerArgo, f fleet, n int, k *kubeFixture, w *planeWatch, side *PeerSide, say func(string, ...any)) error {
+func runArgoChange(ctx context.Context, a *peerArgo, plane *kubetest.Cluster, f fleet, n int, k *kubeFixture, w *planeWatch, side *PeerSide, say func(string, ...any)) error {
 	patch := argoImagePatch(versionNew)
 	pids := []int{a.controller.pid, a.scheduler.Pid}
 	cpu0 := make([]float64, len(pids))
@@ -205,6 +206,7 @@ func runArgoChange(ctx context.Context, a *peerArgo, f fleet, n int, k *kubeFixt
 		resetPeakRSS(pid)
 		cpu0[i] = cpuSeconds(pid)
 	}
+	plane0 := readPlaneCPU(plane)
 	start := time.Now()
 	err := parallel(ctx, n, func(i int) error {
 		_, err := k.dyn.Resource(argoRolloutsResource).Namespace(f.namespace(i)).Patch(ctx, f.name(i), types.JSONPatchType, patch, metav1.PatchOptions{})
@@ -222,6 +224,7 @@ func runArgoChange(ctx context.Context, a *peerArgo, f fleet, n int, k *kubeFixt
 		return fmt.Errorf("%w; log in %s", err, a.controller.logPath)
 	}
 	side.PausedSeconds = at.Sub(start).Seconds()
+	side.PlaneChangeCPUSeconds = readPlaneCPU(plane).since(plane0)
 	for i, p := range []*ProcessUsage{&side.Process, side.Scheduler} {
 		p.ChangeCPUSeconds = cpuSeconds(pids[i]) - cpu0[i]
 		p.ChangePeakRSSBytes = peakRSS(pids[i])
@@ -283,6 +286,41 @@ func freeLoopbackPorts(n int) ([]int, error) {
 		ports = append(ports, p)
 	}
 	return ports, nil
+}
+
+// planeCPU is the CPU seconds each of a control plane's processes had
+// used at one moment, by component.
+type planeCPU map[string]float64
+
+func readPlaneCPU(c *kubetest.Cluster) planeCPU {
+	cpu := planeCPU{}
+	for _, comp := range kubetest.Components {
+		if pid, err := c.PID(comp); err == nil {
+			cpu[comp] = cpuSeconds(pid)
+		}
+	}
+	return cpu
+}
+
+// since is the CPU used from before to p, by component.
+func (p planeCPU) since(before planeCPU) map[string]float64 {
+	used := make(map[string]float64, len(p))
+	for comp, s := range p {
+		used[comp] = s - before[comp]
+	}
+	return used
+}
+
+// apiserverCPUProfile takes a CPU profile of c's apiserver over d
+// (its /debug/pprof, open to the admin token) and keeps it at path (""
+// if it could not).
+func apiserverCPUProfile(ctx context.Context, c *kubetest.Cluster, d time.Duration, path string) string {
+	body, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+		Param("seconds", strconv.Itoa(int(d.Seconds()))).Timeout(d + time.Minute).DoRaw(ctx)
+	if err != nil || os.WriteFile(path, body, 0o644) != nil {
+		return ""
+	}
+	return path
 }
 
 // cpuSeconds is the process' utime+stime in seconds (0 if unreadable).

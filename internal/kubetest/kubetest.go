@@ -299,6 +299,19 @@ func (c *Cluster) Namespace(t testing.TB) string {
 	return ns.Name
 }
 
+// Components are a control plane's processes, by the names of their pid
+// and log files in Cluster.Dir.
+var Components = []string{"etcd", "apiserver", "controller-manager", "kwok"}
+
+// PID is the process id one component (of Components) was started with.
+func (c *Cluster) PID(component string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(c.Dir, component+".pid"))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
 // Log returns the tail of one component's log ("apiserver",
 // "controller-manager", "kwok", "etcd"), for failure messages.
 func (c *Cluster) Log(component string) string {

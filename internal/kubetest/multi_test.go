@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -258,7 +257,7 @@ func rssReport(t *testing.T, cs []*Cluster) string {
 	t.Helper()
 	var parts []string
 	total := 0
-	for _, comp := range []string{"etcd", "apiserver", "controller-manager", "kwok"} {
+	for _, comp := range Components {
 		sum := 0
 		for _, c := range cs {
 			sum += rssKiB(t, c, comp)
@@ -273,14 +272,13 @@ func rssReport(t *testing.T, cs []*Cluster) string {
 // running fails the test with the end of its log.
 func rssKiB(t *testing.T, c *Cluster, comp string) int {
 	t.Helper()
-	pid, err := os.ReadFile(filepath.Join(c.Dir, comp+".pid"))
+	pid, err := c.PID(comp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	status, err := os.ReadFile(filepath.Join("/proc", strings.TrimSpace(string(pid)), "status"))
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		log, _ := os.ReadFile(filepath.Join(c.Dir, comp+".log"))
-		t.Fatalf("%s %s (pid %s) is not running: %v\n%s", c.Name, comp, strings.TrimSpace(string(pid)), err, testkit.LastLines(string(log), 30))
+		t.Fatalf("%s %s (pid %d) is not running: %v\n%s", c.Name, comp, pid, err, testkit.LastLines(c.Log(comp), 30))
 	}
 	for line := range strings.SplitSeq(string(status), "\n") {
 		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
