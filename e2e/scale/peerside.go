@@ -78,6 +78,10 @@ func pushSluiceChange(s *peerSluice, f fleet, n int, side *PeerSide) error {
 func runSluiceChange(ctx context.Context, s *peerSluice, plane *kubetest.Cluster, n int, w *planeWatch, side *PeerSide, say func(string, ...any)) error {
 	resetPeakRSS(s.d.pid)
 	cpu0, plane0 := cpuSeconds(s.d.pid), readPlaneCPU(plane)
+	requests0, err := requestCounts(s.d.url+"/metrics", sluiceRequests)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	if err := s.d.postHook(); err != nil {
 		return err
@@ -90,6 +94,9 @@ func runSluiceChange(ctx context.Context, s *peerSluice, plane *kubetest.Cluster
 	side.Process.ChangeCPUSeconds = cpuSeconds(s.d.pid) - cpu0
 	side.PlaneChangeCPUSeconds = readPlaneCPU(plane).since(plane0)
 	side.Process.ChangePeakRSSBytes = peakRSS(s.d.pid)
+	if side.ChangeRequests, err = requestsSince(s.d.url+"/metrics", sluiceRequests, requests0); err != nil {
+		return err
+	}
 	side.CanaryPodsRunning = w.runningPods(versionNew)
 	say("sluice: every rollout Paused at %d %% with its canary pod Running after %.1fs", peerCanaryWeight, side.PausedSeconds)
 	return nil
@@ -132,6 +139,7 @@ func findArgoController(ctx context.Context) (argoBuild, error) {
 type peerArgo struct {
 	controller *proc
 	scheduler  *kubetest.KubeScheduler
+	metricsURL string
 }
 
 func (a *peerArgo) stop() {
@@ -159,7 +167,7 @@ func runArgoLoad(ctx context.Context, build argoBuild, cfg PeerConfig, c *kubete
 	side.Controller, side.Args = "argo-rollouts "+build.version, args
 	side.Scheduler = &ProcessUsage{}
 	start := time.Now()
-	a := &peerArgo{}
+	a := &peerArgo{metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0])}
 	if a.scheduler, err = kubetest.RunKubeScheduler(c, dir, cfg.SchedulerQPS); err != nil {
 		return nil, err
 	}
@@ -207,8 +215,12 @@ func runArgoChange(ctx context.Context, a *peerArgo, plane *kubetest.Cluster, f 
 		cpu0[i] = cpuSeconds(pid)
 	}
 	plane0 := readPlaneCPU(plane)
+	requests0, err := requestCounts(a.metricsURL, argoRequests)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
-	err := parallel(ctx, n, func(i int) error {
+	err = parallel(ctx, n, func(i int) error {
 		_, err := k.dyn.Resource(argoRolloutsResource).Namespace(f.namespace(i)).Patch(ctx, f.name(i), types.JSONPatchType, patch, metav1.PatchOptions{})
 		if err != nil {
 			return fmt.Errorf("patch rollout %s: %w", f.key(i), err)
@@ -225,6 +237,9 @@ func runArgoChange(ctx context.Context, a *peerArgo, plane *kubetest.Cluster, f 
 	}
 	side.PausedSeconds = at.Sub(start).Seconds()
 	side.PlaneChangeCPUSeconds = readPlaneCPU(plane).since(plane0)
+	if side.ChangeRequests, err = requestsSince(a.metricsURL, argoRequests, requests0); err != nil {
+		return err
+	}
 	for i, p := range []*ProcessUsage{&side.Process, side.Scheduler} {
 		p.ChangeCPUSeconds = cpuSeconds(pids[i]) - cpu0[i]
 		p.ChangePeakRSSBytes = peakRSS(pids[i])
