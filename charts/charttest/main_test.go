@@ -1,7 +1,6 @@
 package charttest
 
 import (
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -18,9 +17,6 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/kubetest"
 )
-
-// update rewrites the golden files in testdata/golden.
-var update = flag.Bool("update", false, "rewrite testdata/golden from the chart")
 
 // chartDir is the chart under test.
 const chartDir = "../sluice"

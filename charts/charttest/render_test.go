@@ -9,6 +9,8 @@ import (
 
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
+
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
 
 // TestLint: `helm lint` (strict: warnings fail too) finds nothing with the
@@ -45,7 +47,7 @@ func TestGolden(t *testing.T) {
 			}
 			got := r.Manifest + "\n---\n# NOTES.txt\n" + commentLines(r.Notes)
 			path := filepath.Join("testdata", "golden", name+".yaml")
-			if *update {
+			if testkit.Updating() {
 				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 					t.Fatal(err)
 				}

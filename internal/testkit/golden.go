@@ -12,6 +12,11 @@ import (
 // -run TestInvalidCorpus -update` rewrites that package's golden files.
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
 
+// Updating says whether the test binary runs with -update, for a test
+// that keeps golden files its own way (the chart's, compared by their
+// first difference).
+func Updating() bool { return *update }
+
 // Golden compares got with the file at path. With -update it writes got
 // there instead (creating the directory), to be reviewed as a diff. A
 // difference or a missing file fails the test, naming the file and showing
