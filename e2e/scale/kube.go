@@ -78,8 +78,13 @@ type KubeResult struct {
 	// HealthySeconds: from starting sluice until every rollout is Healthy
 	// and every one of its pods Running.
 	HealthySeconds float64
-	Healthy        KubeMemory
-	HealthyObjects KubeObjects
+	// LoadCPUSeconds is sluice's CPU over HealthySeconds;
+	// PlaneLoadCPUSeconds its control plane's, by component
+	// (kubetest.Components): with both, where the time went.
+	LoadCPUSeconds      float64
+	PlaneLoadCPUSeconds map[string]float64
+	Healthy             KubeMemory
+	HealthyObjects      KubeObjects
 	// Foreign: after ForeignPods pods and ForeignReplicaSets ReplicaSets
 	// without sluice's labels were created and every such pod is Running.
 	ForeignPods, ForeignReplicaSets int
@@ -154,6 +159,7 @@ func RunKube(ctx context.Context, cfg KubeConfig) (res KubeResult, err error) {
 		return res, err
 	}
 	say("starting sluice run --kubernetes")
+	plane0 := readPlaneCPU(c)
 	start := time.Now()
 	d, apic, debugAddr, err := startKubeDaemon(ctx, bin, cfg.Dir, repo, c.Kubeconfig, "kubernetes", cfg.DaemonArgs)
 	if err != nil {
@@ -167,6 +173,7 @@ func RunKube(ctx context.Context, cfg KubeConfig) (res KubeResult, err error) {
 		return res, err
 	}
 	res.HealthySeconds = time.Since(start).Seconds()
+	res.LoadCPUSeconds, res.PlaneLoadCPUSeconds = cpuSeconds(d.pid), readPlaneCPU(c).since(plane0)
 	say("every rollout Healthy with its pod Running after %.1fs", res.HealthySeconds)
 	if res.Healthy, err = readMemory(d, debugAddr, filepath.Join(cfg.Dir, "heap-healthy.pb.gz")); err != nil {
 		return res, err
@@ -520,6 +527,7 @@ func printKubeTable(w io.Writer, r KubeResult) error {
 		{"kube-controller-manager extra flags", r.KCMArgs},
 		{"load average (start → end)", r.LoadAverageStart + " → " + r.LoadAverageEnd},
 		{"start → every rollout Healthy, its pod Running", fmt.Sprintf("%.1f s", r.HealthySeconds)},
+		{"  CPU of sluice / of its control plane meanwhile", fmt.Sprintf("%.1f s / %s", r.LoadCPUSeconds, planeCPUString(r.PlaneLoadCPUSeconds))},
 		{"healthy: memory", mem(r.Healthy)},
 		{"healthy: objects in the cluster", objs(r.HealthyObjects)},
 		{"healthy: heap after GC per rollout", fmt.Sprintf("%.1f KiB", r.Healthy.HeapAfterGC/float64(r.Rollouts)/1024)},
