@@ -144,11 +144,11 @@ func TestPrintPeerTable(t *testing.T) {
 		Sluice: PeerSide{Controller: "sluice", HealthySeconds: 60, PausedSeconds: 40, CanaryPodsRunning: 1000,
 			Process:               ProcessUsage{SteadyRSSBytes: 300 << 20, ChangeCPUSeconds: 30},
 			PlaneChangeCPUSeconds: map[string]float64{"etcd": 2, "apiserver": 10, "controller-manager": 3, "kwok": 1},
-			ChangeRequests:        map[string]float64{"patch replicasets": 3000, "list replicasets": 2000, "create pods/binding": 1000, "create events": 1000}},
+			PlaneChangeRequests:   map[string]float64{"PUT sluicerollouts/status": 5000, "PATCH replicasets": 3000, "LIST replicasets": 2000, "POST pods/binding": 1000, "POST events": 1000}},
 		Argo: PeerSide{Controller: "argo-rollouts v1.10.1", HealthySeconds: 120, PausedSeconds: 100, CanaryPodsRunning: 999,
 			Process: ProcessUsage{SteadyRSSBytes: 200 << 20, ChangeCPUSeconds: 40}, Scheduler: &ProcessUsage{ChangeCPUSeconds: 20},
 			PlaneChangeCPUSeconds: map[string]float64{"etcd": 4, "apiserver": 20, "controller-manager": 6, "kwok": 2},
-			ChangeRequests:        map[string]float64{"Update rollouts": 5000, "Create replicasets": 1000}},
+			PlaneChangeRequests:   map[string]float64{"PUT rollouts": 5000, "POST replicasets": 1000}},
 	}
 	var b bytes.Buffer
 	if err := printPeerTable(&b, r); err != nil {
@@ -169,7 +169,7 @@ func TestPrintPeerTable(t *testing.T) {
 		"  canary pods Running then":          {"1000", "999"},
 		"RSS steady (30 s after Healthy)":     {"300 MiB", "200 MiB", "1.50"},
 		"CPU, change → Paused":                {"30.0 s", "40.0 s (+ 20.0 s kube-scheduler)", "0.50"},
-		"controller's API requests":           {"7000, 7.0 a rollout (patch replicasets 3000, list replicasets 2000, create events 1000)", "6000, 6.0 a rollout (Update rollouts 5000, Create replicasets 1000)", "1.17"},
+		"apiserver requests, change → Paused": {"12000, 12.0 a rollout (PUT sluicerollouts/status 5000, PATCH replicasets 3000, LIST replicasets 2000, POST events 1000)", "6000, 6.0 a rollout (PUT rollouts 5000, POST replicasets 1000)", "2.00"},
 		"control plane CPU, change → Paused":  {"16.0 s (etcd 2.0, apiserver 10.0, controller-manager 3.0, kwok 1.0)", "32.0 s", "0.50"},
 	} {
 		line := row(prefix)

@@ -78,7 +78,7 @@ func pushSluiceChange(s *peerSluice, f fleet, n int, side *PeerSide) error {
 func runSluiceChange(ctx context.Context, s *peerSluice, plane *kubetest.Cluster, n int, w *planeWatch, side *PeerSide, say func(string, ...any)) error {
 	resetPeakRSS(s.d.pid)
 	cpu0, plane0 := cpuSeconds(s.d.pid), readPlaneCPU(plane)
-	requests0, err := requestCounts(s.d.url+"/metrics", sluiceRequests)
+	requests0, err := planeRequests(ctx, plane)
 	if err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ func runSluiceChange(ctx context.Context, s *peerSluice, plane *kubetest.Cluster
 	side.Process.ChangeCPUSeconds = cpuSeconds(s.d.pid) - cpu0
 	side.PlaneChangeCPUSeconds = readPlaneCPU(plane).since(plane0)
 	side.Process.ChangePeakRSSBytes = peakRSS(s.d.pid)
-	if side.ChangeRequests, err = requestsSince(s.d.url+"/metrics", sluiceRequests, requests0); err != nil {
+	if side.PlaneChangeRequests, err = planeRequestsSince(ctx, plane, requests0); err != nil {
 		return err
 	}
 	side.CanaryPodsRunning = w.runningPods(versionNew)
@@ -139,7 +139,6 @@ func findArgoController(ctx context.Context) (argoBuild, error) {
 type peerArgo struct {
 	controller *proc
 	scheduler  *kubetest.KubeScheduler
-	metricsURL string
 }
 
 func (a *peerArgo) stop() {
@@ -167,7 +166,7 @@ func runArgoLoad(ctx context.Context, build argoBuild, cfg PeerConfig, c *kubete
 	side.Controller, side.Args = "argo-rollouts "+build.version, args
 	side.Scheduler = &ProcessUsage{}
 	start := time.Now()
-	a := &peerArgo{metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0])}
+	a := &peerArgo{}
 	if a.scheduler, err = kubetest.RunKubeScheduler(c, dir, cfg.SchedulerQPS); err != nil {
 		return nil, err
 	}
@@ -215,7 +214,7 @@ func runArgoChange(ctx context.Context, a *peerArgo, plane *kubetest.Cluster, f 
 		cpu0[i] = cpuSeconds(pid)
 	}
 	plane0 := readPlaneCPU(plane)
-	requests0, err := requestCounts(a.metricsURL, argoRequests)
+	requests0, err := planeRequests(ctx, plane)
 	if err != nil {
 		return err
 	}
@@ -237,7 +236,7 @@ func runArgoChange(ctx context.Context, a *peerArgo, plane *kubetest.Cluster, f 
 	}
 	side.PausedSeconds = at.Sub(start).Seconds()
 	side.PlaneChangeCPUSeconds = readPlaneCPU(plane).since(plane0)
-	if side.ChangeRequests, err = requestsSince(a.metricsURL, argoRequests, requests0); err != nil {
+	if side.PlaneChangeRequests, err = planeRequestsSince(ctx, plane, requests0); err != nil {
 		return err
 	}
 	for i, p := range []*ProcessUsage{&side.Process, side.Scheduler} {

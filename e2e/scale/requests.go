@@ -1,69 +1,72 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
-	"net/http"
+	"strings"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/sluice-dev/sluice/internal/kubetest"
 )
 
-// requestMetric names the counter of a controller's API requests and the
-// labels that give each request's verb and resource.
-type requestMetric struct{ name, verb, resource string }
-
-var (
-	// sluiceRequests: every request of sluice's Kubernetes clients,
-	// the state store's included (controller/kubeclient).
-	sluiceRequests = requestMetric{"sluice_kube_api_requests_total", "verb", "resource"}
-	// argoRequests: every request of Argo's controller's clientsets
-	// (its controller/metrics; by object name too, summed here).
-	argoRequests = requestMetric{"controller_clientset_k8s_request_total", "verb", "kind"}
-)
-
-// requestCounts reads the counter from a Prometheus text page, summed by
-// "verb resource".
-func requestCounts(url string, m requestMetric) (map[string]float64, error) {
-	resp, err := http.Get(url)
+// planeRequests reads what c's apiserver counted of the requests it
+// served (apiserver_request_total), summed by "verb resource" (with
+// "/subresource"), watches left out. Every client of the plane is in
+// them: the controller, and kube-controller-manager, kwok and the
+// benchmark's own informers, which do the same on both planes.
+func planeRequests(ctx context.Context, c *kubetest.Cluster) (map[string]float64, error) {
+	body, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("request counts: %w", err)
+		return nil, fmt.Errorf("apiserver metrics of %s: %w", c.Name, err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("request counts: %s answered %s", url, resp.Status)
-	}
+	return requestCounts(body)
+}
+
+// requestCounts sums apiserver_request_total of a Prometheus text page by
+// "verb resource[/subresource]", WATCH left out.
+func requestCounts(page []byte) (map[string]float64, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(page))
 	if err != nil {
-		return nil, fmt.Errorf("request counts from %s: %w", url, err)
+		return nil, fmt.Errorf("apiserver metrics: %w", err)
 	}
 	counts := map[string]float64{}
-	family, ok := families[m.name]
-	if !ok {
-		return counts, nil
-	}
-	for _, metric := range family.GetMetric() {
+	for _, metric := range families["apiserver_request_total"].GetMetric() {
 		labels := map[string]string{}
 		for _, l := range metric.GetLabel() {
 			labels[l.GetName()] = l.GetValue()
 		}
-		counts[labels[m.verb]+" "+labels[m.resource]] += metric.GetCounter().GetValue()
+		if strings.HasPrefix(labels["verb"], "WATCH") {
+			continue
+		}
+		key := labels["verb"] + " " + labels["resource"]
+		if sub := labels["subresource"]; sub != "" {
+			key += "/" + sub
+		}
+		counts[key] += metric.GetCounter().GetValue()
 	}
 	return counts, nil
 }
 
-// requestsSince is what the counter grew by since before, by "verb
-// resource" (only what grew).
-func requestsSince(url string, m requestMetric, before map[string]float64) (map[string]float64, error) {
-	now, err := requestCounts(url, m)
+// planeRequestsSince is what c's apiserver served since it counted before.
+func planeRequestsSince(ctx context.Context, c *kubetest.Cluster, before map[string]float64) (map[string]float64, error) {
+	now, err := planeRequests(ctx, c)
 	if err != nil {
 		return nil, err
 	}
+	return requestsSince(now, before), nil
+}
+
+// requestsSince is what the counts grew by since before (only what grew).
+func requestsSince(now, before map[string]float64) map[string]float64 {
 	grew := map[string]float64{}
 	for k, v := range now {
 		if d := v - before[k]; d > 0 {
 			grew[k] = d
 		}
 	}
-	return grew, nil
+	return grew
 }

@@ -1,45 +1,40 @@
 package main
 
 import (
-	"fmt"
-	"net/http"
-	"net/http/httptest"
+	"strconv"
 	"testing"
 )
 
-// TestRequestsSince: Argo's counter carries each object's name and
-// namespace; the counts are summed by verb and kind, and only what grew
-// is kept. (A page in Argo's exposition format stands in for its
-// controller: the parsing is what is tested; the real one is read in the
-// side-by-side run.)
-func TestRequestsSince(t *testing.T) {
-	page := func(updates int) string {
-		return fmt.Sprintf(`# HELP controller_clientset_k8s_request_total Number of kubernetes requests executed during application reconciliation.
-# TYPE controller_clientset_k8s_request_total counter
-controller_clientset_k8s_request_total{kind="rollouts",name="r1",namespace="ns-0",status_code="200",verb="Update"} %d
-controller_clientset_k8s_request_total{kind="rollouts",name="r2",namespace="ns-1",status_code="200",verb="Update"} 2
-controller_clientset_k8s_request_total{kind="replicasets",name="N/A",namespace="ns-0",status_code="200",verb="List"} 5
+// TestRequestCounts: the apiserver's counter is summed by verb, resource
+// and subresource over its other labels (codes, groups, scopes), watches
+// left out, and only what grew is kept. (A page in the apiserver's
+// exposition format stands in for one: the parsing is what is tested;
+// real apiservers are read in the side-by-side run.)
+func TestRequestCounts(t *testing.T) {
+	page := func(statusWrites int) []byte {
+		return []byte(`# HELP apiserver_request_total [STABLE] Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.
+# TYPE apiserver_request_total counter
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="sluice.io",resource="sluicerollouts",scope="resource",subresource="status",verb="PUT",version="v1alpha1"} ` + strconv.Itoa(statusWrites) + `
+apiserver_request_total{code="409",component="apiserver",dry_run="",group="sluice.io",resource="sluicerollouts",scope="resource",subresource="status",verb="PUT",version="v1alpha1"} 2
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="apps",resource="replicasets",scope="namespace",subresource="",verb="LIST",version="v1"} 5
+apiserver_request_total{code="0",component="apiserver",dry_run="",group="",resource="pods",scope="cluster",subresource="",verb="WATCH",version="v1"} 7
 # HELP other_total Something else.
 # TYPE other_total counter
 other_total 9
-`, updates)
+`)
 	}
-	updates := 1
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, page(updates)) }))
-	defer srv.Close()
-	before, err := requestCounts(srv.URL, argoRequests)
+	before, err := requestCounts(page(1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if before["Update rollouts"] != 3 || before["List replicasets"] != 5 || len(before) != 2 {
-		t.Fatalf("counts %v, want Update rollouts 3, List replicasets 5", before)
+	if before["PUT sluicerollouts/status"] != 3 || before["LIST replicasets"] != 5 || len(before) != 2 {
+		t.Fatalf("counts %v, want PUT sluicerollouts/status 3, LIST replicasets 5, no WATCH", before)
 	}
-	updates = 11
-	grew, err := requestsSince(srv.URL, argoRequests, before)
+	now, err := requestCounts(page(11))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(grew) != 1 || grew["Update rollouts"] != 10 {
-		t.Fatalf("grew %v, want only Update rollouts 10", grew)
+	if grew := requestsSince(now, before); len(grew) != 1 || grew["PUT sluicerollouts/status"] != 10 {
+		t.Fatalf("grew %v, want only PUT sluicerollouts/status 10", grew)
 	}
 }
