@@ -1,5 +1,7 @@
 package rollout
 
+import "reflect"
+
 // This file keeps the actuator's readiness reports (PodsReady), in
 // Kubernetes mode, and lets a wait for pods go on when one arrives.
 
@@ -67,4 +69,40 @@ func (m *machine) podsReady(e PodsReady) {
 		m.continueWait()
 		m.experimentProgress()
 	}
+}
+
+// PodCountOnly says that the step from old to next, made by ev with acts,
+// recorded only how many pods a version has, not how many are Ready:
+// the report left that version's Ready count as it was and emitted no
+// action, and nothing else moved but the counts, the status and message
+// derived from them, and Seq. The machine decides on Ready counts alone
+// (a pod count is status), and after a restart or a failover the
+// actuator reports every set again once it has applied the sets, so a
+// state lost with such a step is learnt again: the runner need not store
+// it before the next step (in Kubernetes mode, a write to the apiserver
+// per pod created, deleted or seen not Ready).
+func PodCountOnly(old, next State, ev Event, acts []Action) bool {
+	e, ok := ev.(PodsReady)
+	if !ok || len(acts) > 0 || old.pods(e.Hash).Ready != e.Ready {
+		return false
+	}
+	return reflect.DeepEqual(old.withoutPodCounts(), next.withoutPodCounts())
+}
+
+// withoutPodCounts is s without its pod counts and what is derived from
+// them: a report of no Ready pods is the same as none.
+func (s State) withoutPodCounts() State {
+	c := s
+	c.Seq, c.Message = 0, ""
+	c.Pods = nil
+	for _, p := range s.Pods {
+		if p.Ready > 0 {
+			c.Pods = append(c.Pods, PodsReady{Hash: p.Hash, Ready: p.Ready})
+		}
+	}
+	c.Workloads = cloneSlice(s.Workloads)
+	for i := range c.Workloads {
+		c.Workloads[i].Replicas = 0
+	}
+	return c
 }

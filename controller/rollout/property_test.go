@@ -225,11 +225,13 @@ func genPodsReady(src source, s State) Event {
 		return PodsReady{Hash: fmt.Sprintf("v%d-%d", 1+src.IntN(3), src.IntN(2)), Replicas: 1, Ready: int32(src.IntN(2))}
 	}
 	w := s.Workloads[src.IntN(len(s.Workloads))]
-	ready := w.Desired
+	ready, replicas := w.Desired, w.Desired
 	if src.IntN(3) == 0 {
 		ready = int32(src.IntN(int(w.Desired) + 1))
+		// Pods being created or deleted: more or fewer than desired.
+		replicas = max(ready, w.Desired+int32(src.IntN(3))-1)
 	}
-	return PodsReady{Hash: w.Hash, Replicas: w.Desired, Ready: ready}
+	return PodsReady{Hash: w.Hash, Replicas: replicas, Ready: ready}
 }
 
 // exposure follows, outside the machine, which share of traffic each
@@ -529,6 +531,13 @@ func roundTrip(s State) error {
 // forward jump without a completed step, and a state that survives JSON.
 func TestProperties(t *testing.T) {
 	const sequences, length = 800, 120
+	podCountOnly := 0 // steps PodCountOnly let go unstored
+	defer func() {
+		t.Logf("PodCountOnly steps: %d", podCountOnly)
+		if !t.Failed() && podCountOnly < 100 {
+			t.Errorf("only %d steps were PodCountOnly: the generator hardly reaches them", podCountOnly)
+		}
+	}()
 	for seed := range uint64(sequences + sequences/2) {
 		// The last third of the sequences run under a canary limit.
 		queue := seed >= sequences
@@ -537,6 +546,7 @@ func TestProperties(t *testing.T) {
 		s := State{Key: testKey}
 		x := &exposure{}
 		var trail []string
+		var unsaved *State // the state before a step PodCountOnly let go unstored
 		for n := range length {
 			ev := genEvent(src, s, n, kube, queue)
 			next, acts := Step(s, ev)
@@ -544,6 +554,20 @@ func TestProperties(t *testing.T) {
 			err := checkTransition(s, next, ev, acts)
 			if err == nil {
 				err = checkPods(x, next, ev, acts)
+			}
+			if err == nil && unsaved != nil {
+				err = checkSameDecision(*unsaved, s, next, ev, acts)
+			}
+			if next.Seq != s.Seq && PodCountOnly(s, next, ev, acts) {
+				podCountOnly++
+				if unsaved == nil {
+					unsaved = &s
+				}
+				if err == nil {
+					err = checkSameDecision(*unsaved, next, State{}, Restart{}, nil)
+				}
+			} else {
+				unsaved = nil
 			}
 			if err != nil {
 				t.Fatalf("seed %d, event %d: %v\nlast events: %v", seed, n, err, trail[max(0, len(trail)-6):])
@@ -586,4 +610,23 @@ func FuzzStep(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// checkSameDecision: a state the runner did not store (PodCountOnly since
+// stored) decides as the stored one would after a restart: the same event
+// gives the same actions from both, and the same state but for the pod
+// counts and Seq. cur is the state the machine really had, next and acts
+// what ev made of it (acts nil: Step it here).
+func checkSameDecision(stored, cur, next State, ev Event, acts []Action) error {
+	if acts == nil {
+		next, acts = Step(cur, ev)
+	}
+	fromStored, storedActs := Step(stored, ev)
+	if !reflect.DeepEqual(acts, storedActs) {
+		return fmt.Errorf("after steps PodCountOnly let go unstored, %T gives %+v, but from the stored state %+v", ev, acts, storedActs)
+	}
+	if !reflect.DeepEqual(next.withoutPodCounts(), fromStored.withoutPodCounts()) {
+		return fmt.Errorf("after steps PodCountOnly let go unstored, %T leads to another state than from the stored one", ev)
+	}
+	return nil
 }

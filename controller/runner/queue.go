@@ -242,8 +242,9 @@ func (r *Runner) drain(e *entry) {
 }
 
 // process runs one event through the machine: Step, persist the new state
-// with its alerts, publish the status, then carry out the actions. When
-// persisting fails nothing is carried out and the state stays as it was.
+// with its alerts (unless the step only counted pods: PodCountOnly),
+// publish the status, then carry out the actions. When persisting fails
+// nothing is carried out and the state stays as it was.
 // A panic is contained to this event of this rollout, except one from the
 // store (see save).
 func (r *Runner) process(e *entry, j job) (res result) {
@@ -303,9 +304,13 @@ func (r *Runner) process(e *entry, j job) (res result) {
 			rec.Alerts = append(rec.Alerts, n.Alert)
 		}
 	}
-	b, err := encodeRecord(rec, &e.specs)
-	if err == nil {
-		err = r.save(e.key, b)
+	var err error
+	if !rollout.PodCountOnly(old, next, j.ev, acts) {
+		// A step that only counted pods is not written (in Kubernetes
+		// mode, one write to the apiserver for each pod created or
+		// deleted before it is Ready): the next write carries it, and a
+		// state lost meanwhile is learnt again from the actuator.
+		err = r.persist(e, rec)
 	}
 	if err != nil {
 		err = fmt.Errorf("persist %s: %w", e.key, err)
@@ -374,6 +379,15 @@ func (r *Runner) logTransition(old, next rollout.State, ev rollout.Event) {
 	level("rollout transition", "rollout", next.Key.String(), "event", eventName(ev), "seq", next.Seq,
 		"phase", string(next.Phase), "step", next.StepIndex, "steps", next.StepCount(),
 		"stable", next.Weights.Stable, "canary", next.Weights.Canary, "message", next.Message)
+}
+
+// persist writes rec as the rollout's stored state.
+func (r *Runner) persist(e *entry, rec record) error {
+	b, err := encodeRecord(rec, &e.specs)
+	if err != nil {
+		return err
+	}
+	return r.save(e.key, b)
 }
 
 // storePanic is a panic raised by the store. process lets it through: the
