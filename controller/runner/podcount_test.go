@@ -28,7 +28,7 @@ func (s *countingStore) SaveRollout(key api.Key, state []byte) error {
 type appliedWorkloads struct{}
 
 func (appliedWorkloads) Scale(context.Context, rollout.ScaleWorkloads) error { return nil }
-func (appliedWorkloads) Resend(api.Key)                                   {}
+func (appliedWorkloads) Resend(api.Key)                                      {}
 
 // TestPodCountReportsAreNotStored: a report that only counts pods (how
 // many exist, none more Ready) moves the rollout's state but is not
