@@ -80,7 +80,7 @@ func (m *machine) podsReady(e PodsReady) {
 // actuator reports every set again once it has applied the sets, so a
 // state lost with such a step is learnt again: the runner need not store
 // it before the next step (in Kubernetes mode, a write to the apiserver
-// per pod created, deleted or seen not Ready).
+// each time pods are created or deleted while none more turn Ready).
 func PodCountOnly(old, next State, ev Event, acts []Action) bool {
 	e, ok := ev.(PodsReady)
 	if !ok || len(acts) > 0 || old.pods(e.Hash).Ready != e.Ready {
