@@ -84,7 +84,7 @@ func TestCrossSiteFormCannotPromote(t *testing.T) {
 	// The dashboard, on sluice's own origin, still promotes.
 	br.Do(30*time.Second, "open the dashboard", chromedp.Navigate(d.url+"/ui/#/r/default/web"))
 	br.WaitText("#weights", "canary 20%", 20*time.Second)
-	br.Do(10*time.Second, "press promote", chromedp.Click(chromedp.CSS("#do-promote")))
+	br.DoOnRendered(10*time.Second, "press promote", chromedp.Click(chromedp.CSS("#do-promote")))
 	br.Dialog(10 * time.Second)
 	br.WaitText("#result", "promote: done", 10*time.Second)
 	d.waitStatus("web", 30*time.Second, "v2 promoted from the dashboard", func(s httpapi.RolloutStatus) bool {

@@ -144,7 +144,7 @@ func TestDashboard(t *testing.T) {
 
 	// A wrong token: the server refuses, the page says so, nothing moves.
 	useToken(br, "wrong-token")
-	br.Do(10*time.Second, "press promote", chromedp.Click(chromedp.CSS("#do-promote")))
+	br.DoOnRendered(10*time.Second, "press promote", chromedp.Click(chromedp.CSS("#do-promote")))
 	if msg := br.Dialog(10 * time.Second); !strings.Contains(msg, "promote default/web") {
 		t.Fatalf("confirmation says %q", msg)
 	}
@@ -159,7 +159,7 @@ func TestDashboard(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS("#token"), dashboardToken+"\r"))
 	br.WaitJS(`sessionStorage.getItem("sluice-token") === `+strconv.Quote(dashboardToken), 5*time.Second,
 		func() string { return "Enter in the token field did not keep the token" })
-	br.Do(10*time.Second, "press promote with Enter", chromedp.Focus(chromedp.CSS("#do-promote")), chromedp.KeyEvent("\r"))
+	br.DoOnRendered(10*time.Second, "press promote with Enter", chromedp.Focus(chromedp.CSS("#do-promote")), chromedp.KeyEvent("\r"))
 	br.Dialog(10 * time.Second)
 	br.WaitText("#result", "promote: done", 10*time.Second)
 	br.WaitText("#phase", "Healthy", 30*time.Second)

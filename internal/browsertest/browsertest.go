@@ -92,6 +92,26 @@ func (b *Browser) Do(timeout time.Duration, what string, actions ...chromedp.Act
 	}
 }
 
+// DoOnRendered runs actions whose first is the only one that finds an
+// element (a click, a focus), again when the page rendered that element
+// anew between finding and using it: the dashboard re-renders a page on
+// every status event, and a person's click lands on the element shown.
+func (b *Browser) DoOnRendered(timeout time.Duration, what string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, timeout)
+	defer cancel()
+	for {
+		err := chromedp.Do(ctx, actions...)
+		if err == nil {
+			return
+		}
+		// CDP's answer for a node id the page no longer has.
+		if !strings.Contains(err.Error(), "Could not find node with given id") || ctx.Err() != nil {
+			b.t.Fatalf("%s: %v", what, err)
+		}
+	}
+}
+
 // Eval evaluates a JavaScript expression into out.
 func (b *Browser) Eval(expr string, out any) {
 	b.t.Helper()
