@@ -387,6 +387,49 @@ func TestScaleAdoptsExistingReplicaSet(t *testing.T) {
 	})
 }
 
+// TestOrphanPodAdoptedLaterIsLabelled: applying a set sluice creates lists
+// no pods to label (createdBySluice), so a pod its controller adopts
+// afterwards — an orphan matching the set's selector, as a ReplicaSet of
+// the same hash deleted with its pods orphaned leaves (Argo's: without
+// sluice's labels) — is labelled once the set's status counts it
+// (relabel.go). Unlabelled it would count neither as Ready nor as an
+// endpoint, and the controller, which counts it, would create no other
+// pod: the rollout would wait forever.
+func TestOrphanPodAdoptedLaterIsLabelled(t *testing.T) {
+	e := newEnv(t)
+	key := e.key("co")
+	spec := testRollout(e.ns, "co", "shop/co:v1", 1, 8080, nil)
+	ctx := context.Background()
+	orphan := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "orphan", Labels: map[string]string{"app": "co", LabelHash: "h1"}},
+		Spec:       *spec.Spec.Template.Spec.DeepCopy(),
+	}
+	orphan.Spec.NodeName = "node-0" // kwok runs it
+	if _, err := e.c.Client.CoreV1().Pods(e.ns).Create(ctx, orphan, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := e.podAddrs(map[string]string{"orphan": "node-0"}, "8080")
+
+	e.scale(key, set(rollout.RoleStable, "h1", 1, spec))
+	kubetest.Eventually(t, 30*time.Second, "the orphan adopted by co-h1 and labelled", func() (bool, string) {
+		p, err := e.c.Client.CoreV1().Pods(e.ns).Get(ctx, "orphan", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		owner := metav1.GetControllerOf(p)
+		return owner != nil && owner.Name == "co-h1" && p.Labels[LabelRollout] == "co", fmt.Sprintf("owner %v, labels %v", owner, p.Labels)
+	})
+	e.waitReady("h1", rollout.PodsReady{Hash: "h1", Replicas: 1, Ready: 1})
+	e.waitEndpoints(key, "h1", want)
+	pods, err := e.c.Client.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelHash + "=h1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 1 {
+		t.Errorf("%d pods of h1; want the orphan alone (the controller counts it)", len(pods.Items))
+	}
+}
+
 func TestEndpointsFromService(t *testing.T) {
 	e := newEnv(t)
 	key := e.key("co")

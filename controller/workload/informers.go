@@ -274,6 +274,9 @@ func (m *Manager) seenReplicaSet(obj any, gone bool) {
 	}
 	if rs, ok := obj.(*appsv1.ReplicaSet); ok {
 		m.writes.seen(rs, gone)
+		if gone {
+			m.relabels.forget(rs)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -97,6 +98,10 @@ type Manager struct {
 
 	// writes remembers sluice's own ReplicaSet writes (writes.go).
 	writes *writeLog
+	// relabels are the sets whose pods lack their labels, tried in the
+	// background (relabel.go) on runCtx, the context Start was given.
+	relabels relabels
+	runCtx   context.Context
 	// scaleSlots holds a token per Scale talking to the apiserver.
 	scaleSlots chan struct{}
 
@@ -138,6 +143,7 @@ func New(opts Options) (*Manager, error) {
 		forced:       map[api.Key]bool{},
 		pinnedBy:     map[string]api.Key{},
 		writes:       newWriteLog(),
+		relabels:     relabels{tried: map[types.NamespacedName]string{}},
 		scaleSlots:   make(chan struct{}, opts.MaxScalesInFlight),
 	}
 	if m.onReady == nil {
@@ -177,6 +183,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		stopInformers()
 		m.stop()
 	}()
+	m.runCtx = runCtx
 	go m.work()
 	return nil
 }

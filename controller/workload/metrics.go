@@ -23,15 +23,11 @@ type metrics struct {
 // sluice_workload_scale_plans_total.
 const (
 	planFromCacheSource = "cache"
-	planFromAPISource   = "api"
+	// planFromCacheAndHashesSource: the rollout's sets from the cache, a
+	// new version's from one list by hash (adoption).
+	planFromCacheAndHashesSource = "cache+hashes"
+	planFromAPISource            = "api"
 )
-
-func planSource(fromCache bool) string {
-	if fromCache {
-		return planFromCacheSource
-	}
-	return planFromAPISource
-}
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
@@ -41,13 +37,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"object"}),
 		plans: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_workload_scale_plans_total",
-			Help: "Scales of the workload actuator by where they read the rollout's ReplicaSets: cache (the informer's; every wanted set already sluice's, none leaving) or api (two lists).",
+			Help: "Scales of the workload actuator by where they read the rollout's ReplicaSets: cache (the informer's; every wanted set already sluice's, none leaving), cache+hashes (the cache, and one list of the new sets' hashes to adopt) or api (two lists).",
 		}, []string{"source"}),
 	}
 	for _, o := range []string{objectReplicaSet, objectPod, objectService} {
 		m.applyErrors.WithLabelValues(o)
 	}
-	for _, s := range []string{planFromCacheSource, planFromAPISource} {
+	for _, s := range []string{planFromCacheSource, planFromCacheAndHashesSource, planFromAPISource} {
 		m.plans.WithLabelValues(s)
 	}
 	if reg == nil {

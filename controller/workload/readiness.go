@@ -68,6 +68,7 @@ func (m *Manager) work() {
 func (m *Manager) report(key api.Key) {
 	now := rolloutReport{ready: map[string]rollout.PodsReady{}, endpoints: map[string]string{}}
 	for _, rs := range m.replicaSetsOf(key) {
+		m.relabelIfNeeded(key, rs)
 		hash := rs.Labels[LabelHash]
 		addrs, zones := m.Endpoints(key, hash)
 		now.ready[hash] = readinessOf(rs, len(addrs))

@@ -31,10 +31,11 @@ var applyOptions = metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
 // (after a crash, say) changes nothing. When a set cannot be applied
 // nothing is scaled down.
 //
-// It plans from the informer cache when that is safe (planFromCache: every
-// wanted set is already sluice's, the cache holds sluice's own last writes,
-// and nothing leaves), else from the API; and it applies only the sets
-// whose configuration changed (writes.go).
+// It plans from the informer cache when that is safe (planFromCache: the
+// cache holds sluice's own last writes and nothing leaves; a wanted set
+// not yet sluice's is looked for by its hash in the API), else from the
+// API; and it applies only the sets whose configuration changed
+// (writes.go).
 func (m *Manager) Scale(ctx context.Context, a rollout.ScaleWorkloads) error {
 	key := a.Rollout
 	if err := checkPorts(a.Sets); err != nil {
@@ -46,14 +47,15 @@ func (m *Manager) Scale(ctx context.Context, a rollout.ScaleWorkloads) error {
 	case <-ctx.Done():
 		return fmt.Errorf("scale %s: waiting for one of %d Scales in flight: %w", key, cap(m.scaleSlots), context.Cause(ctx))
 	}
-	have, plan, ok, err := m.planFromCache(key, a.Sets)
-	if err == nil && !ok {
+	have, plan, source, err := m.planFromCache(ctx, key, a.Sets)
+	if err == nil && source == "" {
 		have, plan, err = m.planFromAPI(ctx, key, a.Sets)
+		source = planFromAPISource
 	}
 	if err != nil {
 		return fmt.Errorf("scale %s: %w", key, err)
 	}
-	m.metrics.plans.WithLabelValues(planSource(ok)).Inc()
+	m.metrics.plans.WithLabelValues(source).Inc()
 	applied := 0
 	for _, step := range stableFirst(plan.Apply) {
 		did, err := m.applySet(ctx, key, step, baselineOf(a.Sets, step, have), named(have, step.Name))
@@ -68,23 +70,26 @@ func (m *Manager) Scale(ctx context.Context, a rollout.ScaleWorkloads) error {
 	if err != nil {
 		return fmt.Errorf("scale %s: %w", key, err)
 	}
-	m.log.Debug("workload scaled", "rollout", key.String(), "gen", a.Gen, "from_cache", ok,
+	m.log.Debug("workload scaled", "rollout", key.String(), "gen", a.Gen, "planned_from", source,
 		"applied", applied, "unchanged", len(plan.Apply)-applied, "retired", len(plan.Retire), "deleted", len(plan.Delete))
 	return nil
 }
 
-// planFromCache plans from the informer cache, and says whether it could.
-// It cannot while the cache may not hold one of sluice's own writes to the
-// rollout's sets (writes.go), when a wanted set is not yet one of sluice's
-// ReplicaSets (it may have to be adopted from a ReplicaSet the cache does
-// not hold: only sluice's are cached), or when a set leaves: retiring
-// keeps what sluice applied to it, read from its managed fields, which the
-// cache strips, and a deletion should act on the API's word. What is left
-// is a plan that only applies sets already sluice's, whole: an apply made
-// on a stale copy is the same apply, so at worst it is repeated.
-func (m *Manager) planFromCache(key api.Key, sets []rollout.WorkloadSet) ([]*appsv1.ReplicaSet, scalePlan, bool, error) {
+// planFromCache plans from the informer cache, and says where it read
+// ("" when it could not). It cannot while the cache may not hold one of
+// sluice's own writes to the rollout's sets (writes.go), or when a set
+// leaves: retiring keeps what sluice applied to it, read from its managed
+// fields, which the cache strips, and a deletion should act on the API's
+// word. A wanted set that is not yet one of sluice's ReplicaSets may have
+// to be adopted from one the cache does not hold (only sluice's are
+// cached): the API is asked for the ReplicaSets of those hashes alone (a
+// new version's first change: one list, not planFromAPI's two), and the
+// rollout's own come from the cache. What is left is a plan that applies
+// sets, whole: an apply made on a stale copy is the same apply, so at
+// worst it is repeated.
+func (m *Manager) planFromCache(ctx context.Context, key api.Key, sets []rollout.WorkloadSet) ([]*appsv1.ReplicaSet, scalePlan, string, error) {
 	if !m.writes.caughtUp(key) {
-		return nil, scalePlan{}, false, nil
+		return nil, scalePlan{}, "", nil
 	}
 	var have []*appsv1.ReplicaSet
 	for _, rs := range m.replicaSetsOf(key) {
@@ -93,16 +98,48 @@ func (m *Manager) planFromCache(key api.Key, sets []rollout.WorkloadSet) ([]*app
 		}
 	}
 	facts := factsOfAll(have, key.Name)
-	for _, s := range sets {
-		if !slices.ContainsFunc(facts, func(f replicaSetFacts) bool { return f.Ours && f.Hash == s.Hash }) {
-			return nil, scalePlan{}, false, nil
-		}
-	}
 	plan, err := planScale(key.Name, sets, facts, historyLimit(sets))
 	if err != nil || len(plan.Retire) > 0 || len(plan.Delete) > 0 {
-		return nil, scalePlan{}, false, err
+		return nil, scalePlan{}, "", err
 	}
-	return have, plan, true, nil
+	missing := notYetOurs(sets, facts)
+	if len(missing) == 0 {
+		return have, plan, planFromCacheSource, nil
+	}
+	found, err := m.listReplicaSets(ctx, key, LabelHash+" in ("+strings.Join(missing, ",")+")")
+	if err != nil {
+		return nil, scalePlan{}, "", err
+	}
+	have = withListed(have, found)
+	// An adopted set takes another name than sluice's own, never one of
+	// sluice's sets: nothing more leaves than from the cache alone.
+	plan, err = planScale(key.Name, sets, factsOfAll(have, key.Name), historyLimit(sets))
+	if err != nil || len(plan.Retire) > 0 || len(plan.Delete) > 0 {
+		return nil, scalePlan{}, "", err
+	}
+	return have, plan, planFromCacheAndHashesSource, nil
+}
+
+// notYetOurs are the hashes (sorted) of the wanted sets that no ReplicaSet
+// of sluice's for the rollout carries yet.
+func notYetOurs(sets []rollout.WorkloadSet, facts []replicaSetFacts) []string {
+	var missing []string
+	for _, s := range sets {
+		if !slices.ContainsFunc(facts, func(f replicaSetFacts) bool { return f.Ours && f.Hash == s.Hash }) {
+			missing = append(missing, s.Hash)
+		}
+	}
+	sort.Strings(missing)
+	return missing
+}
+
+// withListed is have with the ReplicaSets the API listed: the API's copy
+// of one the cache also holds replaces the cache's.
+func withListed(have, listed []*appsv1.ReplicaSet) []*appsv1.ReplicaSet {
+	out := slices.DeleteFunc(slices.Clone(have), func(c *appsv1.ReplicaSet) bool {
+		return slices.ContainsFunc(listed, func(l *appsv1.ReplicaSet) bool { return l.UID == c.UID })
+	})
+	return append(out, listed...)
 }
 
 // planFromAPI plans from the rollout's ReplicaSets as the API lists them.
@@ -159,19 +196,28 @@ func (m *Manager) listCandidates(ctx context.Context, key api.Key, sets []rollou
 		sort.Strings(hashes)
 		selectors = append(selectors, LabelHash+" in ("+strings.Join(hashes, ",")+")")
 	}
-	seen := map[types.UID]bool{}
 	var out []*appsv1.ReplicaSet
 	for _, sel := range selectors {
-		list, err := m.client.AppsV1().ReplicaSets(key.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		list, err := m.listReplicaSets(ctx, key, sel)
 		if err != nil {
-			return nil, fmt.Errorf("list replicasets %q: %w", sel, err)
+			return nil, err
 		}
-		for i := range list.Items {
-			rs := &list.Items[i]
-			if !seen[rs.UID] && rs.DeletionTimestamp == nil {
-				seen[rs.UID] = true
-				out = append(out, rs)
-			}
+		out = withListed(out, list)
+	}
+	return out, nil
+}
+
+// listReplicaSets lists the ReplicaSets of key's namespace that match the
+// selector and are not being deleted.
+func (m *Manager) listReplicaSets(ctx context.Context, key api.Key, selector string) ([]*appsv1.ReplicaSet, error) {
+	list, err := m.client.AppsV1().ReplicaSets(key.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, fmt.Errorf("list replicasets %q: %w", selector, err)
+	}
+	var out []*appsv1.ReplicaSet
+	for i := range list.Items {
+		if rs := &list.Items[i]; rs.DeletionTimestamp == nil {
+			out = append(out, rs)
 		}
 	}
 	return out, nil
@@ -222,7 +268,7 @@ func (m *Manager) applySet(ctx context.Context, key api.Key, step applyStep, bas
 		return false, fmt.Errorf("apply replicaset %s: %w", step.Name, err)
 	}
 	m.writes.wrote(key, rs.Name, rs.ResourceVersion, m.cachedReplicaSet(rs.Namespace, rs.Name))
-	if !podsLabelled(rs) {
+	if !podsLabelled(rs) && !createdBySluice(rs) {
 		if err := m.labelAdoptedPods(ctx, key, rs); err != nil {
 			return true, err
 		}
@@ -239,7 +285,9 @@ func (m *Manager) applySet(ctx context.Context, key api.Key, step applyStep, bas
 // needs labelling and the pod list can be spared: re-applying a set of
 // sluice's costs one request, not two. After an apply that changed the
 // template (an adoption) the generation is ahead of what the controller
-// observed, and the pods are listed.
+// observed, and the pods are listed; a set sluice has just created has
+// none to label (createdBySluice), and pods its controller adopts later
+// are labelled when its status shows them (relabel.go).
 func podsLabelled(rs *appsv1.ReplicaSet) bool {
 	return rs.Generation > 0 && rs.Status.ObservedGeneration == rs.Generation &&
 		rs.Status.FullyLabeledReplicas == rs.Status.Replicas

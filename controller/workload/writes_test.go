@@ -73,8 +73,8 @@ func TestScalePlansFromCacheAndAppliesOnlyChanges(t *testing.T) {
 	counter.take()
 
 	e.scale(key, stable, canary)
-	if got := counter.take(); got["GET replicasets"] != 2 || got["PATCH replicasets"] != 2 {
-		t.Errorf("first Scale: %v; want 2 lists and 2 applies (from the API: nothing is sluice's yet)", got)
+	if got := counter.take(); got["GET replicasets"] != 1 || got["PATCH replicasets"] != 2 || got["GET pods"] != 0 {
+		t.Errorf("first Scale: %v; want 1 list (by the new hashes, to adopt: nothing is sluice's yet), 2 applies and no pod list (sluice created both sets)", got)
 	}
 	waitCaughtUp(t, e.m, key)
 
@@ -105,6 +105,15 @@ func TestScalePlansFromCacheAndAppliesOnlyChanges(t *testing.T) {
 	}
 	if rs := e.getRS("co-h2"); rs.Annotations[AnnotationRole] != string(rollout.RoleStable) {
 		t.Errorf("promoted set: role %q; want stable", rs.Annotations[AnnotationRole])
+	}
+
+	// The next version: the stable set from the cache, the new one looked
+	// for by its hash alone (adoption), created, its pods not listed.
+	waitCaughtUp(t, e.m, key)
+	counter.take()
+	e.scale(key, promoted, set(rollout.RoleCanary, "h3", 1, spec))
+	if got := counter.take(); got["GET replicasets"] != 1 || got["PATCH replicasets"] != 1 || got["GET pods"] != 0 {
+		t.Errorf("new version's first Scale: %v; want 1 list (by its hash), 1 apply (the canary's) and no pod list", got)
 	}
 }
 
