@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +23,11 @@ import (
 )
 
 var applyOptions = metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
+
+// cacheCatchUpWait is how long a Scale waits for the informer to deliver
+// sluice's last writes of the rollout's sets before it plans from the API
+// instead (writeLog.waitCaughtUp).
+const cacheCatchUpWait = time.Second
 
 // Scale makes the rollout's ReplicaSets match a: one per set, applied
 // whole (server-side, field manager "sluice", forced), adopting an existing
@@ -41,6 +47,8 @@ func (m *Manager) Scale(ctx context.Context, a rollout.ScaleWorkloads) error {
 	if err := checkPorts(a.Sets); err != nil {
 		return fmt.Errorf("scale %s: %w", key, err)
 	}
+	// Before taking a slot: waiting talks to no apiserver.
+	m.writes.waitCaughtUp(ctx, key, cacheCatchUpWait)
 	select {
 	case m.scaleSlots <- struct{}{}:
 		defer func() { <-m.scaleSlots }()

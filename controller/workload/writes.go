@@ -1,9 +1,11 @@
 package workload
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -35,7 +37,10 @@ import (
 type writeLog struct {
 	mu      sync.Mutex
 	awaited map[api.Key]map[string]string // rollout → ReplicaSet name → resourceVersion ("" = deletion)
-	applied map[types.NamespacedName]appliedSet
+	// delivered is closed (and replaced) whenever an awaited write is
+	// seen, waking waitCaughtUp.
+	delivered chan struct{}
+	applied   map[types.NamespacedName]appliedSet
 }
 
 type appliedSet struct {
@@ -45,7 +50,7 @@ type appliedSet struct {
 }
 
 func newWriteLog() *writeLog {
-	return &writeLog{awaited: map[api.Key]map[string]string{}, applied: map[types.NamespacedName]appliedSet{}}
+	return &writeLog{awaited: map[api.Key]map[string]string{}, delivered: make(chan struct{}), applied: map[types.NamespacedName]appliedSet{}}
 }
 
 // wrote records a write of rs that answered resourceVersion rv; cached is
@@ -91,6 +96,33 @@ func (w *writeLog) seen(rs *appsv1.ReplicaSet, gone bool) {
 	delete(w.awaited[key], rs.Name)
 	if len(w.awaited[key]) == 0 {
 		delete(w.awaited, key)
+	}
+	close(w.delivered)
+	w.delivered = make(chan struct{})
+}
+
+// waitCaughtUp waits up to d for the cache to hold every write of key's
+// ReplicaSets, and says whether it does. The informer delivers sluice's
+// own writes within milliseconds as a rule, and a step's Scale often
+// comes right after the one before (the canary's weight, then its step):
+// waiting for the delivery spares the two lists of a plan from the API.
+func (w *writeLog) waitCaughtUp(ctx context.Context, key api.Key, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		w.mu.Lock()
+		done, delivered := len(w.awaited[key]) == 0, w.delivered
+		w.mu.Unlock()
+		if done {
+			return true
+		}
+		select {
+		case <-delivered:
+		case <-timer.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
 	}
 }
 

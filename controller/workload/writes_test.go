@@ -83,8 +83,15 @@ func TestScalePlansFromCacheAndAppliesOnlyChanges(t *testing.T) {
 	if got := counter.take(); got["GET replicasets"] != 0 || got["PATCH replicasets"] != 1 {
 		t.Errorf("weight step: %v; want no list and 1 apply (the canary's)", got)
 	}
-	if a := e.getRS("co-h2").Annotations; a[AnnotationWeight] != "20" || a[AnnotationStep] != "1" {
-		t.Errorf("canary annotations %v; want step 1, weight 20", a)
+	// The next step's Scale at once, before the informer may have
+	// delivered the last apply: it waits for the delivery, not the API.
+	canary.At = &rollout.Position{Step: 2, Weight: 20}
+	e.scale(key, stable, canary)
+	if got := counter.take(); got["GET replicasets"] != 0 || got["PATCH replicasets"] != 1 {
+		t.Errorf("next step at once: %v; want no list and 1 apply (the canary's)", got)
+	}
+	if a := e.getRS("co-h2").Annotations; a[AnnotationWeight] != "20" || a[AnnotationStep] != "2" {
+		t.Errorf("canary annotations %v; want step 2, weight 20", a)
 	}
 	waitCaughtUp(t, e.m, key)
 	counter.take() // the test's own reads
