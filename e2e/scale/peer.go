@@ -64,6 +64,11 @@ type ProcessUsage struct {
 	// Healthy; ChangePeakRSSBytes the peak from the change to every
 	// rollout Paused (VmHWM reset at the change).
 	SteadyRSSBytes, LoadPeakRSSBytes, ChangePeakRSSBytes int64
+	// SteadyAnonBytes and SteadyFileBytes split SteadyRSSBytes into the
+	// process' own memory (RssAnon) and its mapped files' pages (RssFile:
+	// its binary's); ChangePeakAnonBytes is the highest RssAnon sampled
+	// each second over the change (rssSplit).
+	SteadyAnonBytes, SteadyFileBytes, ChangePeakAnonBytes int64
 }
 
 // PeerSide is one controller's run.
@@ -240,6 +245,7 @@ func RunKubePeer(ctx context.Context, cfg PeerConfig) (res PeerResult, err error
 		if u.p.SteadyRSSBytes, err = rssBytes(u.pid); err != nil {
 			return res, err
 		}
+		u.p.SteadyAnonBytes, u.p.SteadyFileBytes = rssSplit(u.pid)
 	}
 
 	if cfg.Profile {

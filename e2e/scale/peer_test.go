@@ -142,11 +142,11 @@ func TestPeerStatusReadings(t *testing.T) {
 func TestPrintPeerTable(t *testing.T) {
 	r := PeerResult{Rollouts: 1000, Namespaces: 10, Nodes: 200, KCMArgs: "--kube-api-qps=100", SettleSeconds: 30,
 		Sluice: PeerSide{Controller: "sluice", HealthySeconds: 60, PausedSeconds: 40, CanaryPodsRunning: 1000,
-			Process:               ProcessUsage{SteadyRSSBytes: 300 << 20, ChangeCPUSeconds: 30},
+			Process:               ProcessUsage{SteadyRSSBytes: 300 << 20, SteadyAnonBytes: 100 << 20, SteadyFileBytes: 200 << 20, ChangePeakAnonBytes: 150 << 20, ChangeCPUSeconds: 30},
 			PlaneChangeCPUSeconds: map[string]float64{"etcd": 2, "apiserver": 10, "controller-manager": 3, "kwok": 1},
 			PlaneChangeRequests:   map[string]float64{"PUT sluicerollouts/status": 5000, "PATCH replicasets": 3000, "LIST replicasets": 2000, "POST pods/binding": 1000, "POST events": 1000}},
 		Argo: PeerSide{Controller: "argo-rollouts v1.10.1", HealthySeconds: 120, PausedSeconds: 100, CanaryPodsRunning: 999,
-			Process: ProcessUsage{SteadyRSSBytes: 200 << 20, ChangeCPUSeconds: 40}, Scheduler: &ProcessUsage{ChangeCPUSeconds: 20},
+			Process: ProcessUsage{SteadyRSSBytes: 200 << 20, SteadyAnonBytes: 125 << 20, SteadyFileBytes: 75 << 20, ChangePeakAnonBytes: 200 << 20, ChangeCPUSeconds: 40}, Scheduler: &ProcessUsage{ChangeCPUSeconds: 20},
 			PlaneChangeCPUSeconds: map[string]float64{"etcd": 4, "apiserver": 20, "controller-manager": 6, "kwok": 2},
 			PlaneChangeRequests:   map[string]float64{"PUT rollouts": 5000, "POST replicasets": 1000}},
 	}
@@ -168,6 +168,8 @@ func TestPrintPeerTable(t *testing.T) {
 		"change → every rollout Paused at 20": {"40.0 s", "100.0 s", "0.40"},
 		"  canary pods Running then":          {"1000", "999"},
 		"RSS steady (30 s after Healthy)":     {"300 MiB", "200 MiB", "1.50"},
+		"  of the steady RSS: own memory":     {"100 MiB / 200 MiB", "125 MiB / 75 MiB", "0.80"},
+		"  own memory's peak, change":         {"150 MiB", "200 MiB", "0.75"},
 		"CPU, change → Paused":                {"30.0 s", "40.0 s (+ 20.0 s kube-scheduler)", "0.50"},
 		"apiserver requests, change → Paused": {"12000, 12.0 a rollout (PUT sluicerollouts/status 5000, PATCH replicasets 3000, LIST replicasets 2000, POST events 1000)", "6000, 6.0 a rollout (PUT rollouts 5000, POST replicasets 1000)", "2.00"},
 		"control plane CPU, change → Paused":  {"16.0 s (etcd 2.0, apiserver 10.0, controller-manager 3.0, kwok 1.0)", "32.0 s", "0.50"},

@@ -77,6 +77,7 @@ func pushSluiceChange(s *peerSluice, f fleet, n int, side *PeerSide) error {
 // Running.
 func runSluiceChange(ctx context.Context, s *peerSluice, plane *kubetest.Cluster, n int, w *planeWatch, side *PeerSide, say func(string, ...any)) error {
 	resetPeakRSS(s.d.pid)
+	anon := watchAnon(s.d.pid)
 	cpu0, plane0 := cpuSeconds(s.d.pid), readPlaneCPU(plane)
 	requests0, err := planeRequests(ctx, plane)
 	if err != nil {
@@ -94,6 +95,7 @@ func runSluiceChange(ctx context.Context, s *peerSluice, plane *kubetest.Cluster
 	side.Process.ChangeCPUSeconds = cpuSeconds(s.d.pid) - cpu0
 	side.PlaneChangeCPUSeconds = readPlaneCPU(plane).since(plane0)
 	side.Process.ChangePeakRSSBytes = peakRSS(s.d.pid)
+	side.Process.ChangePeakAnonBytes = anon.end()
 	if side.PlaneChangeRequests, err = planeRequestsSince(ctx, plane, requests0); err != nil {
 		return err
 	}
@@ -209,8 +211,10 @@ func runArgoChange(ctx context.Context, a *peerArgo, plane *kubetest.Cluster, f 
 	patch := argoImagePatch(versionNew)
 	pids := []int{a.controller.pid, a.scheduler.Pid}
 	cpu0 := make([]float64, len(pids))
+	anon := make([]*anonWatch, len(pids))
 	for i, pid := range pids {
 		resetPeakRSS(pid)
+		anon[i] = watchAnon(pid)
 		cpu0[i] = cpuSeconds(pid)
 	}
 	plane0 := readPlaneCPU(plane)
@@ -242,6 +246,7 @@ func runArgoChange(ctx context.Context, a *peerArgo, plane *kubetest.Cluster, f 
 	for i, p := range []*ProcessUsage{&side.Process, side.Scheduler} {
 		p.ChangeCPUSeconds = cpuSeconds(pids[i]) - cpu0[i]
 		p.ChangePeakRSSBytes = peakRSS(pids[i])
+		p.ChangePeakAnonBytes = anon[i].end()
 	}
 	side.CanaryPodsRunning = w.runningPods(versionNew)
 	say("argo: every rollout Paused at %d %% with its canary pod Running after %.1fs", peerCanaryWeight, side.PausedSeconds)

@@ -30,6 +30,7 @@ func printPeerTable(w io.Writer, r PeerResult) error {
 		return fmt.Sprintf("%.2f", x/y)
 	}
 	withSched := func(own, sch string) string { return own + " (+ " + sch + " kube-scheduler)" }
+	anonFile := func(p ProcessUsage) string { return mib(p.SteadyAnonBytes) + " / " + mib(p.SteadyFileBytes) }
 	rows := [][4]string{
 		{"figure", "sluice", a.Controller + " + kube-scheduler", "sluice ÷ Argo"},
 		{"rollouts / namespaces / nodes, each plane", fmt.Sprintf("%d / %d / %d", r.Rollouts, r.Namespaces, r.Nodes), "same", ""},
@@ -43,6 +44,8 @@ func printPeerTable(w io.Writer, r PeerResult) error {
 		{fmt.Sprintf("RSS steady (%.0f s after Healthy)", r.SettleSeconds), mib(s.Process.SteadyRSSBytes), withSched(mib(a.Process.SteadyRSSBytes), mib(sched.SteadyRSSBytes)), ratio(float64(s.Process.SteadyRSSBytes), float64(a.Process.SteadyRSSBytes))},
 		{"RSS peak, start → Healthy", mib(s.Process.LoadPeakRSSBytes), withSched(mib(a.Process.LoadPeakRSSBytes), mib(sched.LoadPeakRSSBytes)), ratio(float64(s.Process.LoadPeakRSSBytes), float64(a.Process.LoadPeakRSSBytes))},
 		{"RSS peak, change → Paused", mib(s.Process.ChangePeakRSSBytes), withSched(mib(a.Process.ChangePeakRSSBytes), mib(sched.ChangePeakRSSBytes)), ratio(float64(s.Process.ChangePeakRSSBytes), float64(a.Process.ChangePeakRSSBytes))},
+		{"  of the steady RSS: own memory (RssAnon) / binary's and other files' pages (RssFile)", anonFile(s.Process), withSched(anonFile(a.Process), anonFile(*sched)), ratio(float64(s.Process.SteadyAnonBytes), float64(a.Process.SteadyAnonBytes))},
+		{"  own memory's peak, change → Paused (RssAnon, sampled each second)", mib(s.Process.ChangePeakAnonBytes), withSched(mib(a.Process.ChangePeakAnonBytes), mib(sched.ChangePeakAnonBytes)), ratio(float64(s.Process.ChangePeakAnonBytes), float64(a.Process.ChangePeakAnonBytes))},
 		{"CPU, start → Healthy (ratio: to Argo + kube-scheduler)", secs(s.Process.LoadCPUSeconds), withSched(secs(a.Process.LoadCPUSeconds), secs(sched.LoadCPUSeconds)), ratio(s.Process.LoadCPUSeconds, a.Process.LoadCPUSeconds+sched.LoadCPUSeconds)},
 		{"CPU, change → Paused (ratio: to Argo + kube-scheduler)", secs(s.Process.ChangeCPUSeconds), withSched(secs(a.Process.ChangeCPUSeconds), secs(sched.ChangeCPUSeconds)), ratio(s.Process.ChangeCPUSeconds, a.Process.ChangeCPUSeconds+sched.ChangeCPUSeconds)},
 		{"control plane CPU, change → Paused", planeCPUString(s.PlaneChangeCPUSeconds), planeCPUString(a.PlaneChangeCPUSeconds), ratio(sum(s.PlaneChangeCPUSeconds), sum(a.PlaneChangeCPUSeconds))},

@@ -43,6 +43,68 @@ func peakRSS(pid int) int64 {
 	return 0
 }
 
+// rssSplit is RssAnon and RssFile from /proc/<pid>/status (zeros if
+// unreadable): the process' own memory (heap, stacks) and the pages of
+// files it maps, its binary's mostly. VmRSS is their sum (and RssShmem's).
+// Two controllers of one size of heap differ in RSS by their binaries'
+// pages touched: sluice's binary carries its gateway (Envoy's and gRPC's
+// xDS types), its stores and git besides the Kubernetes clients.
+func rssSplit(pid int) (anon, file int64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		for _, field := range []struct {
+			prefix string
+			to     *int64
+		}{{"RssAnon:", &anon}, {"RssFile:", &file}} {
+			if rest, ok := strings.CutPrefix(line, field.prefix); ok {
+				if f := strings.Fields(rest); len(f) > 0 {
+					kb, _ := strconv.ParseInt(f[0], 10, 64)
+					*field.to = kb << 10
+				}
+			}
+		}
+	}
+	return anon, file
+}
+
+// anonWatch samples a process' RssAnon every second and keeps the
+// highest: the kernel keeps the peak of VmRSS alone (VmHWM), which
+// counts the binary's pages too.
+type anonWatch struct {
+	stop chan struct{}
+	done chan int64
+}
+
+func watchAnon(pid int) *anonWatch {
+	w := &anonWatch{stop: make(chan struct{}), done: make(chan int64, 1)}
+	go func() {
+		peak, _ := rssSplit(pid)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.stop:
+				anon, _ := rssSplit(pid)
+				w.done <- max(peak, anon)
+				return
+			case <-t.C:
+				anon, _ := rssSplit(pid)
+				peak = max(peak, anon)
+			}
+		}
+	}()
+	return w
+}
+
+// end stops the sampling and returns the highest RssAnon seen.
+func (w *anonWatch) end() int64 {
+	close(w.stop)
+	return <-w.done
+}
+
 func logSize(path string) int64 {
 	fi, err := os.Stat(path)
 	if err != nil {
