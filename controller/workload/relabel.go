@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -42,7 +43,8 @@ func podsUnlabelled(rs *appsv1.ReplicaSet) bool {
 // relabels runs labelAdoptedPods in the background for the sets whose
 // status says pods lack their labels (report calls it for every set it
 // reads), once per status of the set: a set is tried again when its
-// ReplicaSet changes, not on every pod event meanwhile.
+// ReplicaSet changes, or relabelRetry after a failure, not on every pod
+// event meanwhile.
 type relabels struct {
 	mu sync.Mutex
 	// tried holds the resourceVersion of each set when it was last tried.
@@ -71,10 +73,17 @@ func (m *Manager) relabelIfNeeded(key api.Key, rs *appsv1.ReplicaSet) {
 			return
 		}
 		if err := m.labelAdoptedPods(ctx, key, rs); err != nil {
-			m.log.Warn("label pods of a ReplicaSet; tried again when it changes", "rollout", key.String(), "replicaset", rs.Name, "err", err)
+			m.log.Warn("label pods of a ReplicaSet; trying again", "rollout", key.String(), "replicaset", rs.Name, "in", relabelRetry, "err", err)
+			time.AfterFunc(relabelRetry, func() {
+				m.relabels.forget(rs)
+				m.queue.Add(key) // report, and so this check, again
+			})
 		}
 	}(m.runCtx)
 }
+
+// relabelRetry is how long a failed labelling waits to be tried again.
+const relabelRetry = 5 * time.Second
 
 // forget drops what was tried of a ReplicaSet that is gone.
 func (r *relabels) forget(rs *appsv1.ReplicaSet) {
