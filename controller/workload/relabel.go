@@ -51,8 +51,8 @@ type relabels struct {
 	tried map[types.NamespacedName]string
 }
 
-// relabelIfNeeded starts labelling rs's pods if they need it and this version of rs
-// was not tried yet.
+// relabelIfNeeded starts labelling rs's pods if they need it and this
+// version of rs was not tried yet.
 func (m *Manager) relabelIfNeeded(key api.Key, rs *appsv1.ReplicaSet) {
 	if !podsUnlabelled(rs) || m.runCtx == nil {
 		return
