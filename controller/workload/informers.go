@@ -280,20 +280,6 @@ func (m *Manager) seenReplicaSet(obj any, gone bool) {
 	}
 }
 
-// cachedReplicaSet is the cache's copy of a ReplicaSet; nil if none.
-func (m *Manager) cachedReplicaSet(namespace, name string) *appsv1.ReplicaSet {
-	c := m.cachesFor(namespace)
-	if c == nil {
-		return nil
-	}
-	obj, ok, _ := c.rsIndex.GetByKey(namespace + "/" + name)
-	if !ok {
-		return nil
-	}
-	rs, _ := obj.(*appsv1.ReplicaSet)
-	return rs
-}
-
 // replicaSetsOf lists the rollout's ReplicaSets from the cache.
 func (m *Manager) replicaSetsOf(key api.Key) []*appsv1.ReplicaSet {
 	c := m.cachesFor(key.Namespace)

@@ -275,7 +275,7 @@ func (m *Manager) applySet(ctx context.Context, key api.Key, step applyStep, bas
 		m.metrics.applyErrors.WithLabelValues(objectReplicaSet).Inc()
 		return false, fmt.Errorf("apply replicaset %s: %w", step.Name, err)
 	}
-	m.writes.wrote(key, rs.Name, rs.ResourceVersion, m.cachedReplicaSet(rs.Namespace, rs.Name))
+	m.writes.wrote(key, rs.Namespace, rs.Name, rs.ResourceVersion)
 	if !podsLabelled(rs) && !createdBySluice(rs) {
 		if err := m.labelAdoptedPods(ctx, key, rs); err != nil {
 			return true, err
@@ -353,7 +353,7 @@ func (m *Manager) retire(ctx context.Context, key api.Key, rs *appsv1.ReplicaSet
 		m.metrics.applyErrors.WithLabelValues(objectReplicaSet).Inc()
 		return fmt.Errorf("scale replicaset %s to 0: %w", rs.Name, err)
 	}
-	m.writes.wrote(key, out.Name, out.ResourceVersion, m.cachedReplicaSet(out.Namespace, out.Name))
+	m.writes.wrote(key, out.Namespace, out.Name, out.ResourceVersion)
 	return nil
 }
 
@@ -370,7 +370,7 @@ func (m *Manager) deleteReplicaSet(ctx context.Context, key api.Key, rs *appsv1.
 		m.metrics.applyErrors.WithLabelValues(objectReplicaSet).Inc()
 		return fmt.Errorf("delete replicaset %s: %w", rs.Name, err)
 	}
-	m.writes.deleted(key, rs.Namespace, rs.Name, m.cachedReplicaSet(rs.Namespace, rs.Name))
+	m.writes.deleted(key, rs.Namespace, rs.Name)
 	m.log.Info("replicaset deleted past the revision history", "namespace", rs.Namespace, "replicaset", rs.Name)
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 
 	"github.com/sluice-dev/sluice/api"
@@ -37,6 +38,12 @@ import (
 type writeLog struct {
 	mu      sync.Mutex
 	awaited map[api.Key]map[string]string // rollout → ReplicaSet name → resourceVersion ("" = deletion)
+	// seenRV is the resourceVersion of each ReplicaSet the informer
+	// delivered last (none once it delivered its deletion): a write whose
+	// version it already passed is not awaited. Read under mu, with the
+	// deliveries, so that none slips between a look at the cache and the
+	// await (an await of a version already delivered would never be met).
+	seenRV map[types.NamespacedName]string
 	// delivered is closed (and replaced) whenever an awaited write is
 	// seen, waking waitCaughtUp.
 	delivered chan struct{}
@@ -50,31 +57,47 @@ type appliedSet struct {
 }
 
 func newWriteLog() *writeLog {
-	return &writeLog{awaited: map[api.Key]map[string]string{}, delivered: make(chan struct{}), applied: map[types.NamespacedName]appliedSet{}}
+	return &writeLog{awaited: map[api.Key]map[string]string{}, seenRV: map[types.NamespacedName]string{},
+		delivered: make(chan struct{}), applied: map[types.NamespacedName]appliedSet{}}
 }
 
-// wrote records a write of rs that answered resourceVersion rv; cached is
-// the informer's copy now (nil if none), which may already hold it.
-func (w *writeLog) wrote(key api.Key, name, rv string, cached *appsv1.ReplicaSet) {
-	if cached != nil && cached.ResourceVersion == rv {
+// wrote records a write of a ReplicaSet that answered resourceVersion rv,
+// awaited unless the informer delivered it, or a later version, already.
+func (w *writeLog) wrote(key api.Key, ns, name, rv string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if atOrPast(w.seenRV[types.NamespacedName{Namespace: ns, Name: name}], rv) {
 		return
 	}
 	w.await(key, name, rv)
 }
 
-// deleted records a deletion of name; cached is the informer's copy now.
-func (w *writeLog) deleted(key api.Key, ns, name string, cached *appsv1.ReplicaSet) {
+// deleted records a deletion of a ReplicaSet, awaited unless the informer
+// delivered it already (or never delivered the set).
+func (w *writeLog) deleted(key api.Key, ns, name string) {
 	w.mu.Lock()
-	delete(w.applied, types.NamespacedName{Namespace: ns, Name: name})
-	w.mu.Unlock()
-	if cached != nil {
+	defer w.mu.Unlock()
+	nn := types.NamespacedName{Namespace: ns, Name: name}
+	delete(w.applied, nn)
+	if _, cached := w.seenRV[nn]; cached {
 		w.await(key, name, "")
 	}
 }
 
+// atOrPast says the delivered resourceVersion have is want or later. A
+// ReplicaSet's versions are ordered (resourceversion.CompareResourceVersion,
+// Kubernetes' rule for comparing them within one resource); one that is
+// not well formed is compared for equality alone.
+func atOrPast(have, want string) bool {
+	if have == "" || have == want {
+		return have == want && have != ""
+	}
+	c, err := resourceversion.CompareResourceVersion(have, want)
+	return err == nil && c >= 0
+}
+
+// await records a write the informer has yet to deliver; w.mu is held.
 func (w *writeLog) await(key api.Key, name, rv string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.awaited[key] == nil {
 		w.awaited[key] = map[string]string{}
 	}
@@ -84,13 +107,17 @@ func (w *writeLog) await(key api.Key, name, rv string) {
 // seen is the informer's delivery of rs (gone: its deletion).
 func (w *writeLog) seen(rs *appsv1.ReplicaSet, gone bool) {
 	key := api.Key{Namespace: rs.Namespace, Name: rs.Labels[LabelRollout]}
+	nn := types.NamespacedName{Namespace: rs.Namespace, Name: rs.Name}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if gone {
-		delete(w.applied, types.NamespacedName{Namespace: rs.Namespace, Name: rs.Name})
+		delete(w.applied, nn)
+		delete(w.seenRV, nn)
+	} else {
+		w.seenRV[nn] = rs.ResourceVersion
 	}
 	want, ok := w.awaited[key][rs.Name]
-	if !ok || (gone && want != "") || (!gone && want != rs.ResourceVersion) {
+	if !ok || (gone && want != "") || (!gone && !atOrPast(rs.ResourceVersion, want)) {
 		return
 	}
 	delete(w.awaited[key], rs.Name)

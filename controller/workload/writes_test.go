@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -133,4 +135,59 @@ func waitCaughtUp(t *testing.T, m *Manager, key api.Key) {
 		defer m.writes.mu.Unlock()
 		return len(m.writes.awaited) == 0, fmt.Sprint(m.writes.awaited)
 	})
+}
+
+// TestWriteLogAwaitsOnlyWhatWasNotDelivered: a write is awaited until the
+// informer delivers its version or a later one (the ReplicaSet
+// controller's status update can come first), and not at all when one
+// was delivered before the write was recorded; a deletion likewise. The
+// informer's deliveries here are the calls a real informer makes (seen).
+func TestWriteLogAwaitsOnlyWhatWasNotDelivered(t *testing.T) {
+	key := api.Key{Namespace: "ns", Name: "co"}
+	rs := func(name, rv string) *appsv1.ReplicaSet {
+		return &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv, Labels: map[string]string{LabelRollout: "co"}}}
+	}
+	w := newWriteLog()
+
+	w.wrote(key, "ns", "co-h1", "100")
+	if w.caughtUp(key) {
+		t.Fatal("caught up before the write was delivered")
+	}
+	w.seen(rs("co-h1", "101"), false) // a later version first
+	if !w.caughtUp(key) {
+		t.Error("not caught up once a later version was delivered")
+	}
+
+	w.seen(rs("co-h1", "105"), false)
+	w.wrote(key, "ns", "co-h1", "104") // recorded after a later delivery
+	if !w.caughtUp(key) {
+		t.Error("a write the informer had passed already is awaited")
+	}
+	w.wrote(key, "ns", "co-h1", "106")
+	w.seen(rs("co-h1", "106"), false)
+	if !w.caughtUp(key) {
+		t.Error("not caught up once the write's own version was delivered")
+	}
+
+	w.deleted(key, "ns", "co-h1")
+	if w.caughtUp(key) {
+		t.Error("caught up before the deletion was delivered")
+	}
+	w.seen(rs("co-h1", "107"), true)
+	if !w.caughtUp(key) {
+		t.Error("not caught up once the deletion was delivered")
+	}
+	w.deleted(key, "ns", "co-h1") // gone already
+	if !w.caughtUp(key) {
+		t.Error("a deletion the informer delivered already is awaited")
+	}
+
+	for _, c := range []struct {
+		have, want string
+		atOrPast   bool
+	}{{"", "1", false}, {"1", "1", true}, {"10", "9", true}, {"9", "10", false}, {"x", "x", true}, {"x", "y", false}, {"2", "", false}} {
+		if got := atOrPast(c.have, c.want); got != c.atOrPast {
+			t.Errorf("atOrPast(%q, %q) = %v", c.have, c.want, got)
+		}
+	}
 }
