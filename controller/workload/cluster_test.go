@@ -3,12 +3,15 @@ package workload
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"net"
+	"net/http"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -396,7 +399,42 @@ func TestScaleAdoptsExistingReplicaSet(t *testing.T) {
 // endpoint, and the controller, which counts it, would create no other
 // pod: the rollout would wait forever.
 func TestOrphanPodAdoptedLaterIsLabelled(t *testing.T) {
-	e := newEnv(t)
+	t.Run("labelled", func(t *testing.T) { testOrphanPodLabelled(t, false) })
+	// The first labelling fails (the apiserver's answer replaced by a
+	// 503 on its way back: the real apiserver cannot be made to fail
+	// one request); nothing about the set changes after it, so only
+	// the retry labels the pod.
+	t.Run("after a failed patch", func(t *testing.T) { testOrphanPodLabelled(t, true) })
+}
+
+func testOrphanPodLabelled(t *testing.T, failFirstPatch bool) {
+	c := kubetest.Shared(t)
+	e := &env{t: t, c: c, ns: c.Namespace(t), rec: &recorder{ready: map[string]rollout.PodsReady{}}}
+	if !failFirstPatch {
+		e.m = e.startManager()
+	} else {
+		var failed atomic.Bool
+		cfg := rest.CopyConfig(e.c.Config)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if r.Method == http.MethodPatch && strings.Contains(r.URL.Path, "/pods/") && failed.CompareAndSwap(false, true) {
+					return &http.Response{StatusCode: http.StatusServiceUnavailable, Body: io.NopCloser(strings.NewReader("")), Header: http.Header{}, Request: r}, nil
+				}
+				return rt.RoundTrip(r)
+			})
+		})
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.c = &kubetest.Cluster{Client: client, Config: cfg}
+		e.m = e.startManager()
+		defer func() {
+			if !failed.Load() {
+				t.Error("no pod patch was failed: the retry was not exercised")
+			}
+		}()
+	}
 	key := e.key("co")
 	spec := testRollout(e.ns, "co", "shop/co:v1", 1, 8080, nil)
 	ctx := context.Background()
