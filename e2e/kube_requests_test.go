@@ -104,7 +104,7 @@ const (
 	maxToHealthy = 7
 )
 
-// scalePlans reads sluice_workload_scale_plans_total by source (cache,
+// scalePlans reads sluice_workload_scale_plans_total by source (cache, cache+hashes,
 // api), summed over clusters.
 func (d *daemon) scalePlans() map[string]float64 {
 	return d.countersBy("sluice_workload_scale_plans_total", "source")
