@@ -26,7 +26,8 @@ func planeRequests(ctx context.Context, c *kubetest.Cluster) (map[string]float64
 }
 
 // requestCounts sums apiserver_request_total of a Prometheus text page by
-// "verb resource[/subresource]", WATCH left out.
+// "verb resource[/subresource]", WATCH left out; requests answered with
+// other than 2xx are summed apart, under "verb resource[/subresource] code".
 func requestCounts(page []byte) (map[string]float64, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(bytes.NewReader(page))
@@ -45,6 +46,9 @@ func requestCounts(page []byte) (map[string]float64, error) {
 		key := labels["verb"] + " " + labels["resource"]
 		if sub := labels["subresource"]; sub != "" {
 			key += "/" + sub
+		}
+		if code := labels["code"]; !strings.HasPrefix(code, "2") {
+			key += " " + code // refused or failed (409, 429, …): apart, so that retries show
 		}
 		counts[key] += metric.GetCounter().GetValue()
 	}
