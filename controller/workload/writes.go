@@ -89,8 +89,11 @@ func (w *writeLog) deleted(key api.Key, ns, name string) {
 // Kubernetes' rule for comparing them within one resource); one that is
 // not well formed is compared for equality alone.
 func atOrPast(have, want string) bool {
-	if have == "" || have == want {
-		return have == want && have != ""
+	switch {
+	case have == "":
+		return false // nothing delivered
+	case have == want:
+		return true
 	}
 	c, err := resourceversion.CompareResourceVersion(have, want)
 	return err == nil && c >= 0
