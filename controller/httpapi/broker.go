@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/sluice-dev/sluice/api"
 	"github.com/sluice-dev/sluice/controller/rollout"
@@ -62,18 +63,83 @@ func (b *Broker) Publish(e Event) Event {
 	return e
 }
 
+// remember adds e to a rollout's history r, the oldest event leaving once
+// there are keep: r grows to keep and no further (the events move down in
+// place). An event that repeats the newest kept one (repeatedBy) is not
+// added: that one keeps its seq and time and takes e's status, so that
+// the newest status is still whole. Otherwise the event that held the
+// whole status until e lets it go, keeping its summary.
+func (b *Broker) remember(r []keptEvent, e Event) []keptEvent {
+	if n := len(r); n > 0 && r[n-1].repeatedBy(e) {
+		r[n-1].whole = e.Status
+		return r
+	}
+	if e.Status != nil {
+		for i := len(r) - 1; i >= 0; i-- {
+			if r[i].whole != nil {
+				r[i].whole = nil
+				break
+			}
+		}
+	}
+	k := keep(e)
+	if len(r) < b.keep {
+		if len(r) == cap(r) { // grown by hand: append would double past keep
+			grown := make([]keptEvent, len(r), min(cap(r)+historyGrowth, b.keep))
+			copy(grown, r)
+			r = grown
+		}
+		return append(r, k)
+	}
+	copy(r, r[1:])
+	r[len(r)-1] = k
+	return r
+}
+
+// historyGrowth is how many events a history's slice grows by at a time:
+// most rollouts' histories stay short between changes and every one is
+// held for the daemon's life, where doubling left up to half of each
+// slice unused.
+const historyGrowth = 4
+
 // keptEvent is an event as a rollout's history holds it. The history is
-// held for every rollout for the daemon's life, so it is kept small: only
-// the newest event with a status keeps it whole (in ev); an older one
-// keeps its summary (sum, summarized) and ev.Status is nil. With every
-// status kept whole (the timeline, analysis runs, routes), a full history
-// held 33 KB per rollout, 330 MB at 10,000 rollouts; now 8.4 KB
-// (BenchmarkBrokerHistory, which builds every status afresh: the daemon's
-// share their versions and phase).
+// held for every rollout for the daemon's life, so it is kept small: the
+// rollout (namespace and name) is the history's key, not repeated in each
+// event; an event with a status keeps its summary (sum), and only the
+// newest of them also the whole status (whole); an alert, which has no
+// status, keeps neither. With every status kept whole (the timeline,
+// analysis runs, routes), a full history held 33 KB per rollout, 330 MB at
+// 10,000 rollouts (BenchmarkBrokerHistory, which builds every status
+// afresh: the daemon's share their versions and phase).
 type keptEvent struct {
-	ev         Event
-	sum        statusSummary
-	summarized bool
+	seq     uint64
+	time    time.Time
+	typ     string
+	message string
+	sum     *statusSummary
+	whole   *RolloutStatus
+}
+
+func keep(e Event) keptEvent {
+	k := keptEvent{seq: e.Seq, time: e.Time, typ: e.Type, message: e.Message, whole: e.Status}
+	if e.Status != nil {
+		sum := summarize(e.Status)
+		k.sum = &sum
+	}
+	return k
+}
+
+// repeatedBy says whether e says nothing k did not: the same type and
+// message, and either no status on both or statuses with the same
+// summary. Such an event is one sluice get rollout does not show either
+// (view.Repeats compares less than the summary): a status event whose
+// change is only in what the summary leaves out (pod counts, clients,
+// measurements) would otherwise push older events out of the history.
+func (k keptEvent) repeatedBy(e Event) bool {
+	if k.typ != e.Type || k.message != e.Message || (k.sum == nil) != (e.Status == nil) {
+		return false
+	}
+	return k.sum == nil || *k.sum == summarize(e.Status)
 }
 
 // statusSummary is what an older event of the history keeps of its status:
@@ -96,44 +162,20 @@ func summarize(s *RolloutStatus) statusSummary {
 	}
 }
 
-// event is k as published, with the summary as its status when the whole
-// one is no longer kept.
-func (k keptEvent) event() Event {
-	e := k.ev
-	if k.summarized {
+// event is k as published for key, with the summary as its status when
+// the whole one is no longer kept.
+func (k keptEvent) event(key api.Key) Event {
+	e := Event{Seq: k.seq, Time: k.time, Namespace: key.Namespace, Name: key.Name, Type: k.typ, Message: k.message, Status: k.whole}
+	if e.Status == nil && k.sum != nil {
+		s := k.sum
 		e.Status = &RolloutStatus{
-			Namespace: e.Namespace, Name: e.Name,
-			Phase: k.sum.phase, Message: k.sum.message, Commit: k.sum.commit,
-			StableVersion: k.sum.stableVersion, CanaryVersion: k.sum.canaryVersion,
-			StepIndex: k.sum.stepIndex, StepCount: k.sum.stepCount, Weights: k.sum.weights, Aborted: k.sum.aborted,
+			Namespace: key.Namespace, Name: key.Name,
+			Phase: s.phase, Message: s.message, Commit: s.commit,
+			StableVersion: s.stableVersion, CanaryVersion: s.canaryVersion,
+			StepIndex: s.stepIndex, StepCount: s.stepCount, Weights: s.weights, Aborted: s.aborted,
 		}
 	}
 	return e
-}
-
-// remember adds e to a rollout's history r, the oldest event leaving once
-// there are keep: r grows to keep and no further (the events move down in
-// place). The event that held the whole status until e keeps its summary.
-func (b *Broker) remember(r []keptEvent, e Event) []keptEvent {
-	if e.Status != nil {
-		for i := len(r) - 1; i >= 0; i-- {
-			if k := &r[i]; k.ev.Status != nil {
-				k.sum, k.summarized, k.ev.Status = summarize(k.ev.Status), true, nil
-				break
-			}
-		}
-	}
-	if len(r) < b.keep {
-		if len(r) == cap(r) { // grown by hand: append would double past keep
-			grown := make([]keptEvent, len(r), min(max(2*cap(r), 4), b.keep))
-			copy(grown, r)
-			r = grown
-		}
-		return append(r, keptEvent{ev: e})
-	}
-	copy(r, r[1:])
-	r[len(r)-1] = keptEvent{ev: e}
-	return r
 }
 
 // Subscribe implements Backend.Subscribe.
@@ -159,7 +201,7 @@ func (b *Broker) Recent(key api.Key) []Event {
 	kept := b.recent[key]
 	out := make([]Event, len(kept))
 	for i, k := range kept {
-		out[i] = k.event()
+		out[i] = k.event(key)
 	}
 	return out
 }

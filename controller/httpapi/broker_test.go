@@ -88,6 +88,66 @@ func TestBrokerHistoryKeepsOnlyTheNewestStatusWhole(t *testing.T) {
 	}
 }
 
+// A status event that changes only what the summary leaves out (here the
+// pod counts of its ReplicaSets), or an alert repeated word for word, is
+// not added to the history: sluice get rollout does not show it either
+// (view.Repeats), and it would push older events out. The run's first
+// keeps its seq and time and takes the newest status; anything that
+// differs in type, message or summary is added.
+func TestBrokerHistoryKeepsARunOfRepeatsOnce(t *testing.T) {
+	b := NewBroker(BrokerOptions{Keep: 20})
+	key := Event{Namespace: "default", Name: "a"}.Key()
+	status := func(step int32, ready int32) *RolloutStatus {
+		st := goldenStatus(t)
+		st.StepIndex = step
+		st.ReplicaSets = []rollout.ReplicaSetStatus{{Version: "v2", Ready: ready}}
+		return &st
+	}
+	publish := func(typ, msg string, st *RolloutStatus) Event {
+		return b.Publish(Event{Namespace: "default", Name: "a", Type: typ, Message: msg, Status: st})
+	}
+	first := publish("status", "paused", status(2, 0))
+	newest := status(2, 3)
+	publish("status", "paused", status(2, 1))
+	publish("status", "paused", newest)
+	r := b.Recent(key)
+	if len(r) != 1 {
+		t.Fatalf("history of a run of repeats = %v, want one event", messages(r))
+	}
+	if r[0].Seq != first.Seq || !r[0].Time.Equal(first.Time) || r[0].Status != newest {
+		t.Errorf("kept %d with status %p, want the first's seq %d and the newest status %p", r[0].Seq, r[0].Status, first.Seq, newest)
+	}
+
+	publish("step-completed", "step 3/6", nil)
+	publish("step-completed", "step 3/6", nil)
+	publish("status", "paused", status(2, 4)) // after another event: added
+	publish("status", "paused", status(3, 4)) // another step: added
+	publish("status", "resumed", status(3, 4))
+	publish("command", "resumed", status(3, 4))
+	r = b.Recent(key)
+	want := []string{"status paused", "step-completed step 3/6", "status paused", "status paused", "status resumed", "command resumed"}
+	if got := typesAndMessages(r); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("history = %q, want %q", got, want)
+	}
+	for i, e := range r {
+		whole := e.Status != nil && e.Status.Steps != nil
+		if whole != (i == len(r)-1) {
+			t.Errorf("event %d (%s %s): whole status %v, want only the newest whole", i, e.Type, e.Message, whole)
+		}
+		if e.Namespace != "default" || e.Name != "a" {
+			t.Errorf("event %d names %s/%s, want default/a", i, e.Namespace, e.Name)
+		}
+	}
+}
+
+func typesAndMessages(r []Event) []string {
+	out := make([]string, len(r))
+	for i, e := range r {
+		out[i] = e.Type + " " + e.Message
+	}
+	return out
+}
+
 func messages(r []Event) []string {
 	out := make([]string, len(r))
 	for i, e := range r {
@@ -96,26 +156,40 @@ func messages(r []Event) []string {
 	return out
 }
 
-// BenchmarkBrokerHistory publishes -rollouts' worth of status events (the
-// golden status) until every rollout's history is full, and reports the
-// heap the histories hold afterwards per rollout.
+// BenchmarkBrokerHistory publishes -rollouts' worth of events until every
+// rollout's history is full, and reports the heap the histories hold
+// afterwards per rollout: status events alone (the golden status, a step
+// apart each), and a status and an alert (which carries no status) per
+// step, as a canary's steps publish them. No event repeats another.
 func BenchmarkBrokerHistory(b *testing.B) {
-	const rollouts, perRollout = 1000, 20
-	var held float64
-	for b.Loop() {
-		before := heapAfterGC()
-		br := NewBroker(BrokerOptions{})
-		for i := range perRollout {
-			for n := range rollouts {
-				s := goldenStatus(b)
-				s.StepIndex = int32(i)
-				br.Publish(Event{Namespace: "default", Name: fmt.Sprintf("svc-%04d", n), Type: "status", Status: &s})
+	for _, c := range []struct {
+		name   string
+		alerts bool
+	}{{"statuses", false}, {"statuses+alerts", true}} {
+		b.Run(c.name, func(b *testing.B) {
+			const rollouts, perRollout = 1000, 20
+			var held float64
+			for b.Loop() {
+				before := heapAfterGC()
+				br := NewBroker(BrokerOptions{})
+				for i := range perRollout {
+					for n := range rollouts {
+						name := fmt.Sprintf("svc-%04d", n)
+						if c.alerts && i%2 == 1 {
+							br.Publish(Event{Namespace: "default", Name: name, Type: "step-completed", Message: fmt.Sprintf("step %d/20: setWeight %d", i, i*5)})
+							continue
+						}
+						s := goldenStatus(b)
+						s.StepIndex = int32(i)
+						br.Publish(Event{Namespace: "default", Name: name, Type: "status", Status: &s})
+					}
+				}
+				held = float64(heapAfterGC()-before) / rollouts
+				runtime.KeepAlive(br)
 			}
-		}
-		held = float64(heapAfterGC()-before) / rollouts
-		runtime.KeepAlive(br)
+			b.ReportMetric(held, "heldB/rollout")
+		})
 	}
-	b.ReportMetric(held, "heldB/rollout")
 }
 
 func heapAfterGC() uint64 {
