@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -265,8 +266,12 @@ func (r *remoteCluster) start(ctx context.Context, o Options, k *kubeParts, log 
 			metrics.unregisterAll() // the next attempt registers its own
 		}
 	}()
+	var pods informers.SharedInformerFactory // the binder's and the actuator's
+	if o.SchedulePods {
+		pods = sharedPodInformers(client)
+	}
 	m, err := workload.New(workload.Options{Client: client, SchedulePods: o.SchedulePods, Namespaces: o.WatchNamespaces,
-		Logger: log, SyncTimeout: remoteSyncTimeout, Registry: metrics.orNil(),
+		Logger: log, SyncTimeout: remoteSyncTimeout, Registry: metrics.orNil(), Pods: pods,
 		OnReady:     func(key api.Key, ev rollout.PodsReady) { k.podsReady(key.InCluster(r.name), ev) },
 		OnEndpoints: func(key api.Key) { k.traffic.EndpointsChanged(key.InCluster(r.name)) }})
 	if err != nil {
@@ -279,7 +284,7 @@ func (r *remoteCluster) start(ctx context.Context, o Options, k *kubeParts, log 
 		return err
 	}
 	if o.SchedulePods {
-		b, err := kube.New(kube.Options{Client: client, SchedulerName: workload.SchedulerName, Namespaces: o.WatchNamespaces, Logger: log,
+		b, err := kube.New(kube.Options{Client: client, Informers: pods, SchedulerName: workload.SchedulerName, Namespaces: o.WatchNamespaces, Logger: log,
 			Metrics: metrics.orNil()})
 		if err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -100,10 +101,15 @@ func newKubeParts(o Options, next runner.Traffic, reg *prometheus.Registry, log 
 	if err := k.loadClusters(o, cfg, client); err != nil {
 		return nil, err
 	}
+	var pods informers.SharedInformerFactory // the binder's and the actuator's
+	if o.SchedulePods {
+		pods = sharedPodInformers(client)
+	}
 	if k.workloads, err = workload.New(workload.Options{
 		Client: client, SchedulePods: o.SchedulePods, Namespaces: o.WatchNamespaces, Logger: log, Registry: clusterMetrics(reg, k.homeName),
 		OnReady:     k.podsReady,
 		OnEndpoints: k.homeEndpointsChanged,
+		Pods:        pods,
 	}); err != nil {
 		return nil, fmt.Errorf("workloads: %w", err)
 	}
@@ -118,7 +124,7 @@ func newKubeParts(o Options, next runner.Traffic, reg *prometheus.Registry, log 
 	}
 	k.routed = &routedTraffic{xds: k.traffic, routers: k.partRouters(), applyTimeout: o.AckTimeout, log: log}
 	if o.SchedulePods {
-		if k.binder, err = kube.New(kube.Options{Client: client, SchedulerName: workload.SchedulerName, Namespaces: o.WatchNamespaces, Metrics: clusterMetrics(reg, k.homeName), Logger: log}); err != nil {
+		if k.binder, err = kube.New(kube.Options{Client: client, Informers: pods, SchedulerName: workload.SchedulerName, Namespaces: o.WatchNamespaces, Metrics: clusterMetrics(reg, k.homeName), Logger: log}); err != nil {
 			return nil, fmt.Errorf("pod binder: %w", err)
 		}
 	}

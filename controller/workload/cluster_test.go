@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -69,6 +70,8 @@ type env struct {
 	m   *Manager
 	rec *recorder
 	reg prometheus.Registerer // the Manager's metrics (none when nil)
+	// pods is the Manager's Options.Pods (nil: its own pod informers).
+	pods informers.SharedInformerFactory
 }
 
 func newEnv(t testing.TB) *env {
@@ -86,6 +89,7 @@ func (e *env) startManager() *Manager {
 		Namespaces:   []string{e.ns},
 		SchedulePods: true,
 		Registry:     e.reg,
+		Pods:         e.pods,
 		OnReady: func(key api.Key, ev rollout.PodsReady) {
 			e.rec.mu.Lock()
 			e.rec.ready[ev.Hash] = ev

@@ -123,7 +123,7 @@ func sliceEndpointServes(pods corelisters.PodLister, e discoveryv1.Endpoint, nam
 		return true
 	}
 	p, err := pods.Pods(namespace).Get(e.TargetRef.Name)
-	if err != nil {
+	if err != nil || p.Labels[LabelManagedBy] != ManagedByValue {
 		return true // not one of sluice's pods: the Service's word stands
 	}
 	return p.DeletionTimestamp == nil && p.Labels[LabelHash] == hash

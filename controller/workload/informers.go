@@ -2,12 +2,14 @@ package workload
 
 import (
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -41,8 +43,9 @@ func (m *Manager) cachesFor(namespace string) *nsCaches {
 // and Nodes; each change enqueues the rollout it concerns. With
 // namespaces, the namespaced informers run once per namespace: client-go's
 // factories take one namespace or all, and a sluice with namespaced
-// permissions may not list across all of them.
-func (m *Manager) buildInformers(namespaces []string) error {
+// permissions may not list across all of them. With shared, the pods are
+// read from its cache of every pod (Options.Pods) instead.
+func (m *Manager) buildInformers(namespaces []string, shared informers.SharedInformerFactory) error {
 	strip := informers.WithTransform(stripManagedFields)
 	cluster := informers.NewSharedInformerFactoryWithOptions(m.client, 0, strip)
 	m.factories = []informers.SharedInformerFactory{cluster}
@@ -54,12 +57,25 @@ func (m *Manager) buildInformers(namespaces []string) error {
 	}); err != nil {
 		return err
 	}
-	if len(namespaces) == 0 {
+	if len(namespaces) > 0 {
+		m.namespaces = make(map[string]bool, len(namespaces))
+		for _, ns := range namespaces {
+			m.namespaces[ns] = true
+		}
+	} else {
 		namespaces = []string{metav1.NamespaceAll}
+	}
+	var sharedPods *podCaches
+	if shared != nil {
+		var err error
+		if sharedPods, err = m.shareInformer(shared.Core().V1().Pods()); err != nil {
+			return err
+		}
+		m.sharedPods = shared
 	}
 	m.caches = make(map[string]*nsCaches, len(namespaces))
 	for _, ns := range namespaces {
-		c, err := m.buildNamespaceInformers(ns, strip)
+		c, err := m.buildNamespaceInformers(ns, strip, sharedPods)
 		if err != nil {
 			return err
 		}
@@ -68,8 +84,54 @@ func (m *Manager) buildInformers(namespaces []string) error {
 	return nil
 }
 
-// buildNamespaceInformers wires the informers of one namespace ("" = all).
-func (m *Manager) buildNamespaceInformers(namespace string, strip informers.SharedInformerOption) (*nsCaches, error) {
+// podCaches are the reads of one pod informer.
+type podCaches struct {
+	lister corelisters.PodLister
+	index  cache.Indexer
+}
+
+// shareInformer indexes a pod informer that caches every pod (the
+// binder's) by rollout, sluice's pods of the watched namespaces alone, and
+// enqueues their rollouts on a change.
+func (m *Manager) shareInformer(pods coreinformers.PodInformer) (*podCaches, error) {
+	inf := pods.Informer()
+	if err := inf.AddIndexers(cache.Indexers{byRollout: m.ourPodIndex}); err != nil {
+		return nil, fmt.Errorf("index shared pods: %w", err)
+	}
+	enqueue := func(obj any) {
+		if o, err := metaOf(obj); err == nil && m.ours(o) {
+			m.enqueueLabelled(obj)
+		}
+	}
+	if err := m.addHandler(inf, cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}); err != nil {
+		return nil, err
+	}
+	return &podCaches{lister: pods.Lister(), index: inf.GetIndexer()}, nil
+}
+
+// ours says whether o is sluice's (its managed-by label) in a namespace
+// this Manager watches: what a cache of every pod holds beyond that is the
+// binder's alone.
+func (m *Manager) ours(o metav1.Object) bool {
+	return o.GetLabels()[LabelManagedBy] == ManagedByValue && (m.namespaces == nil || m.namespaces[o.GetNamespace()])
+}
+
+// ourPodIndex is rolloutIndex for sluice's pods of the watched namespaces.
+func (m *Manager) ourPodIndex(obj any) ([]string, error) {
+	o, err := metaOf(obj)
+	if err != nil || !m.ours(o) {
+		return nil, err
+	}
+	return rolloutIndex(obj)
+}
+
+// buildNamespaceInformers wires the informers of one namespace ("" = all);
+// the pods' are shared's when it is set.
+func (m *Manager) buildNamespaceInformers(namespace string, strip informers.SharedInformerOption, shared *podCaches) (*nsCaches, error) {
 	managed := informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = LabelManagedBy + "=" + ManagedByValue
 	})
@@ -78,13 +140,9 @@ func (m *Manager) buildNamespaceInformers(namespace string, strip informers.Shar
 	m.factories = append(m.factories, ours, all)
 
 	rs := ours.Apps().V1().ReplicaSets()
-	pods := ours.Core().V1().Pods()
 	slices := all.Discovery().V1().EndpointSlices()
 	if err := rs.Informer().AddIndexers(cache.Indexers{byRollout: rolloutIndex}); err != nil {
 		return nil, fmt.Errorf("index replicasets: %w", err)
-	}
-	if err := pods.Informer().AddIndexers(cache.Indexers{byRollout: rolloutIndex}); err != nil {
-		return nil, fmt.Errorf("index pods: %w", err)
 	}
 	if err := slices.Informer().AddIndexers(cache.Indexers{byService: serviceIndex}); err != nil {
 		return nil, fmt.Errorf("index endpointslices: %w", err)
@@ -106,18 +164,30 @@ func (m *Manager) buildNamespaceInformers(namespace string, strip informers.Shar
 		UpdateFunc: func(_, obj any) { m.enqueueSlice(obj) },
 		DeleteFunc: func(obj any) { m.enqueueSlice(obj) },
 	}
-	for _, reg := range []struct {
-		inf cache.SharedIndexInformer
-		h   cache.ResourceEventHandler
-	}{{rs.Informer(), byLabels}, {pods.Informer(), byLabels}, {slices.Informer(), bySlice}} {
+	regs := []registration{{rs.Informer(), byLabels}, {slices.Informer(), bySlice}}
+	if shared == nil {
+		pods := ours.Core().V1().Pods()
+		if err := pods.Informer().AddIndexers(cache.Indexers{byRollout: rolloutIndex}); err != nil {
+			return nil, fmt.Errorf("index pods: %w", err)
+		}
+		regs = append(regs, registration{pods.Informer(), byLabels})
+		shared = &podCaches{lister: pods.Lister(), index: pods.Informer().GetIndexer()}
+	}
+	for _, reg := range regs {
 		if err := m.addHandler(reg.inf, reg.h); err != nil {
 			return nil, err
 		}
 	}
 	return &nsCaches{
-		rsIndex: rs.Informer().GetIndexer(), pods: pods.Lister(),
-		podIndex: pods.Informer().GetIndexer(), sliceIndex: slices.Informer().GetIndexer(),
+		rsIndex: rs.Informer().GetIndexer(), pods: shared.lister,
+		podIndex: shared.index, sliceIndex: slices.Informer().GetIndexer(),
 	}, nil
+}
+
+// registration is an informer and the handler to register on it.
+type registration struct {
+	inf cache.SharedIndexInformer
+	h   cache.ResourceEventHandler
 }
 
 // addHandler registers h on inf and waits for inf's sync at Start.
@@ -191,13 +261,29 @@ func stripManagedFields(obj any) (any, error) {
 }
 
 func slimPod(p *corev1.Pod) {
-	containers := make([]corev1.Container, len(p.Spec.Containers))
-	for i, c := range p.Spec.Containers {
-		containers[i] = corev1.Container{Name: c.Name, Image: c.Image, Ports: c.Ports}
-	}
+	full := *p
+	*p = corev1.Pod{TypeMeta: full.TypeMeta, ObjectMeta: full.ObjectMeta}
 	p.Annotations = nil
-	p.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName, SchedulerName: p.Spec.SchedulerName, Containers: containers}
-	p.Status = corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, Conditions: readyCondition(p.Status.Conditions)}
+	KeepPodFields(p, &full)
+}
+
+// KeepPodFields copies into dst what the Manager reads of a pod beyond its
+// metadata (labels, owner, deletion): its node and scheduler name, each
+// container's name, image and ports, and of its status the phase, the IP
+// and whether it is Ready. A cache of pods shared with another reader
+// (Options.Pods) keeps these with the other reader's fields; src is left
+// as it is and dst shares its slices.
+func KeepPodFields(dst, src *corev1.Pod) {
+	dst.Spec.NodeName, dst.Spec.SchedulerName = src.Spec.NodeName, src.Spec.SchedulerName
+	if len(dst.Spec.Containers) != len(src.Spec.Containers) {
+		dst.Spec.Containers = make([]corev1.Container, len(src.Spec.Containers))
+	}
+	for i, c := range src.Spec.Containers {
+		kept := &dst.Spec.Containers[i]
+		kept.Name, kept.Image, kept.Ports = c.Name, c.Image, c.Ports
+	}
+	dst.Status.Phase, dst.Status.PodIP = src.Status.Phase, src.Status.PodIP
+	dst.Status.Conditions = readyCondition(src.Status.Conditions)
 }
 
 // readyCondition keeps of a pod's conditions the type and status of
@@ -256,14 +342,26 @@ func (m *Manager) enqueueZoneChange(oldObj, obj any) {
 	if !ok1 || !ok2 || oldNode.Labels[ZoneLabel] == node.Labels[ZoneLabel] {
 		return
 	}
-	for _, c := range m.caches {
-		for _, p := range c.podIndex.List() {
+	for _, index := range m.podIndexes() {
+		for _, p := range index.List() {
 			pod, ok := p.(*corev1.Pod)
-			if ok && pod.Spec.NodeName == node.Name {
+			if ok && pod.Spec.NodeName == node.Name && m.ours(pod) {
 				m.enqueueLabelled(pod)
 			}
 		}
 	}
+}
+
+// podIndexes are the pod caches, each once: the namespaces' own, or the
+// one every namespace shares (Options.Pods).
+func (m *Manager) podIndexes() []cache.Indexer {
+	var out []cache.Indexer
+	for _, c := range m.caches {
+		if !slices.Contains(out, c.podIndex) {
+			out = append(out, c.podIndex)
+		}
+	}
+	return out
 }
 
 // seenReplicaSet tells the write log what the ReplicaSet informer

@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
 
 	"github.com/sluice-dev/sluice/controller/rollout"
 	"github.com/sluice-dev/sluice/internal/kubetest"
@@ -85,6 +86,59 @@ func TestInformersCacheOnlySluiceObjects(t *testing.T) {
 	}
 	if st := e.m.Status(key); len(st) != 1 || st[0].Replicas != 1 {
 		t.Errorf("Status = %+v; want one set of 1 replica (foreign pods labelled sluice.io/rollout=co do not count)", st)
+	}
+}
+
+// TestSharedPodCacheReadsOnlySluicePods: given a cache of every pod of
+// the cluster (Options.Pods, the binder's in the daemon), the Manager
+// reads sluice's pods of its namespaces from it and no other: a pod
+// labelled like the rollout's but not sluice's, and one of sluice's in a
+// namespace it does not watch, count neither for the rollout nor in
+// sluice_workload_cached_objects. The shared cache keeps of each pod what
+// KeepPodFields keeps, as the daemon's does beside the binder's fields.
+func TestSharedPodCacheReadsOnlySluicePods(t *testing.T) {
+	c := kubetest.Shared(t)
+	reg := prometheus.NewRegistry()
+	e := &env{t: t, c: c, ns: c.Namespace(t), rec: &recorder{ready: map[string]rollout.PodsReady{}}, reg: reg}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	createForeign(t, c, e.ns, 3, 0)
+	// The look-alike has another controller, so that the ReplicaSet's
+	// controller does not adopt it (its labels match the set's selector).
+	owner, err := c.Client.CoreV1().ConfigMaps(e.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	controller := true
+	lookAlike := metav1.ObjectMeta{Name: "look-alike", Namespace: e.ns, Labels: map[string]string{LabelRollout: "co", LabelHash: "h1", "app": "co"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID, Controller: &controller}}}
+	elsewhere := c.Namespace(t)
+	for _, p := range []*corev1.Pod{
+		{ObjectMeta: lookAlike},
+		{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere", Namespace: elsewhere, Labels: map[string]string{LabelManagedBy: ManagedByValue, LabelRollout: "co", LabelHash: "h1"}}},
+	} {
+		p.Spec = corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "app", Image: "shop/co:v1", Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}}}
+		if _, err := c.Client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.pods = informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithTransform(stripManagedFields))
+	t.Cleanup(e.pods.Shutdown) // after the Manager's context ends (cleanups run last first)
+	e.m = e.startManager()     // starts the shared pod informer
+
+	key := e.key("co")
+	e.scale(key, set(rollout.RoleStable, "h1", 1, testRollout(e.ns, "co", "shop/co:v1", 1, 8080, nil)))
+	want := e.podAddrs(e.bindPods("h1", 1, 0), "8080")
+	e.waitReady("h1", rollout.PodsReady{Hash: "h1", Replicas: 1, Ready: 1})
+	e.waitEndpoints(key, "h1", want)
+	if got := cachedObjects(t, reg)[cachedPod]; got != 1 {
+		t.Errorf("sluice_workload_cached_objects{kind=%q} = %v, want 1 (the shared cache holds every pod)", cachedPod, got)
+	}
+	if n := len(e.pods.Core().V1().Pods().Informer().GetStore().List()); n < 6 {
+		t.Errorf("the shared cache holds %d pods; want every pod of both namespaces (6)", n)
+	}
+	if st := e.m.Status(key); len(st) != 1 || st[0].Replicas != 1 {
+		t.Errorf("Status = %+v; want one set of 1 replica (the look-alike pod and the other namespace's do not count)", st)
 	}
 }
 

@@ -50,6 +50,13 @@ type Options struct {
 	// OnEndpoints is called when the endpoints (or their zones) of any
 	// version of a rollout change. Same rules as OnReady.
 	OnEndpoints func(key api.Key)
+	// Pods, when set, is a factory over every namespace whose pod cache
+	// the Manager reads instead of watching sluice's pods itself: the pod
+	// binder's, which caches every pod of the cluster anyway, so that each
+	// pod is decoded and held once. Its transform must keep what
+	// KeepPodFields keeps. Start starts it (on Start's context) unless it
+	// runs already; its owner shuts it down.
+	Pods informers.SharedInformerFactory
 }
 
 // DefaultSyncTimeout is Options.SyncTimeout's default.
@@ -79,6 +86,11 @@ type Manager struct {
 
 	factories []informers.SharedInformerFactory
 	synced    []cache.InformerSynced
+	// sharedPods is Options.Pods (nil: the pods are in factories).
+	sharedPods informers.SharedInformerFactory
+	// namespaces are Options.Namespaces as a set (nil: every namespace),
+	// for what the shared pod cache holds beyond them.
+	namespaces map[string]bool
 
 	// caches holds the namespaced caches by namespace; the key "" holds
 	// the caches of all namespaces when no namespace is named.
@@ -152,7 +164,7 @@ func New(opts Options) (*Manager, error) {
 	if m.onEndpoints == nil {
 		m.onEndpoints = func(api.Key) {}
 	}
-	if err := m.buildInformers(opts.Namespaces); err != nil {
+	if err := m.buildInformers(opts.Namespaces, opts.Pods); err != nil {
 		return nil, err
 	}
 	if err := registerCacheGauges(opts.Registry, m); err != nil {
@@ -170,6 +182,9 @@ func (m *Manager) Start(ctx context.Context) error {
 	runCtx, stopInformers := context.WithCancel(ctx)
 	for _, f := range m.factories {
 		f.Start(runCtx.Done())
+	}
+	if m.sharedPods != nil {
+		m.sharedPods.Start(runCtx.Done())
 	}
 	syncCtx, cancel := context.WithTimeout(ctx, m.syncTimeout)
 	defer cancel()

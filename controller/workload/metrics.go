@@ -94,13 +94,27 @@ func (c cacheCollector) Collect(ch chan<- prometheus.Metric) {
 		n    int
 	}{
 		{cachedReplicaSet, c.m.cachedCount(func(n *nsCaches) cache.Store { return n.rsIndex })},
-		{cachedPod, c.m.cachedCount(func(n *nsCaches) cache.Store { return n.podIndex })},
+		{cachedPod, c.m.cachedPods()},
 		{cachedEndpointSlice, c.m.cachedCount(func(n *nsCaches) cache.Store { return n.sliceIndex })},
 		{cachedNode, len(c.m.nodeStore.ListKeys())},
 	}
 	for _, k := range counts {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(k.n), k.kind)
 	}
+}
+
+// cachedPods counts sluice's pods in the pod caches: a cache shared with
+// the binder (Options.Pods) holds every pod of the cluster, of which the
+// Manager indexes its own.
+func (m *Manager) cachedPods() int {
+	n := 0
+	for _, index := range m.podIndexes() {
+		for _, key := range index.ListIndexFuncValues(byRollout) {
+			keys, _ := index.IndexKeys(byRollout, key)
+			n += len(keys)
+		}
+	}
+	return n
 }
 
 // cachedCount sums the size of one store over the watched namespaces.

@@ -35,7 +35,9 @@ type Options struct {
 	Client kubernetes.Interface
 	// Informers is a factory to share with the caller (optional; by
 	// default the binder makes its own, without resync, whose cache keeps
-	// only what the binder reads of each pod: slimObject). Run starts it.
+	// only what the binder reads of each pod: SlimObject). Its transform
+	// must keep at least what SlimObject keeps. Run starts it and, when it
+	// is the caller's, leaves shutting it down to the caller.
 	Informers informers.SharedInformerFactory
 	// SchedulerName selects the pods to bind (default "sluice").
 	SchedulerName string
@@ -151,7 +153,7 @@ func New(opts Options) (*Binder, error) {
 	}
 	ownFactory := opts.Informers == nil
 	if ownFactory {
-		opts.Informers = informers.NewSharedInformerFactoryWithOptions(opts.Client, 0, informers.WithTransform(slimObject))
+		opts.Informers = informers.NewSharedInformerFactoryWithOptions(opts.Client, 0, informers.WithTransform(SlimObject))
 	}
 	sched, err := scheduler.New(scheduler.Options{
 		Graph:   scheduler.GraphOptions{TopologyKeys: []string{scheduler.LabelRegion, scheduler.LabelZone}},

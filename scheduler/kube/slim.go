@@ -8,10 +8,12 @@ import (
 	"github.com/sluice-dev/sluice/scheduler/plan"
 )
 
-// slimObject is the binder's informer transform. The binder watches every
-// pod in the cluster (it counts every bound pod on its node), so each
-// cached pod costs memory whether sluice runs it or not: about 5.6 KiB
-// per pod before this (e2e/scale -kube, 2,000 foreign pods; docs/scale.md).
+// SlimObject is the binder's informer transform; a factory shared with
+// another reader of the pods (Options.Informers) keeps what it keeps and
+// what that reader reads. The binder watches every pod in the cluster (it
+// counts every bound pod on its node), so each cached pod costs memory
+// whether sluice runs it or not: about 5.6 KiB per pod before this
+// (e2e/scale -kube, 2,000 foreign pods; docs/scale.md).
 // It keeps what podFromCore, podRequests and the bind and report paths
 // read — metadata without managed fields and with only the annotations
 // placement reads, the scheduling fields of the spec, each container's
@@ -22,7 +24,7 @@ import (
 // Nodes keep what nodeFromCore reads (labels, taints, cordon,
 // allocatable): a real node's status carries its image list, conditions,
 // addresses and daemon info, kilobytes per node that the graph never uses.
-func slimObject(obj any) (any, error) {
+func SlimObject(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		slimPod(o)
