@@ -130,8 +130,9 @@ func (m *Manager) ourPodIndex(obj any) ([]string, error) {
 }
 
 // buildNamespaceInformers wires the informers of one namespace ("" = all);
-// the pods' are shared's when it is set.
-func (m *Manager) buildNamespaceInformers(namespace string, strip informers.SharedInformerOption, shared *podCaches) (*nsCaches, error) {
+// its pods are read from pods, a cache shared by every namespace, or with
+// pods nil from an informer of the namespace's own.
+func (m *Manager) buildNamespaceInformers(namespace string, strip informers.SharedInformerOption, pods *podCaches) (*nsCaches, error) {
 	managed := informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = LabelManagedBy + "=" + ManagedByValue
 	})
@@ -140,11 +141,11 @@ func (m *Manager) buildNamespaceInformers(namespace string, strip informers.Shar
 	m.factories = append(m.factories, ours, all)
 
 	rs := ours.Apps().V1().ReplicaSets()
-	slices := all.Discovery().V1().EndpointSlices()
+	endpointSlices := all.Discovery().V1().EndpointSlices()
 	if err := rs.Informer().AddIndexers(cache.Indexers{byRollout: rolloutIndex}); err != nil {
 		return nil, fmt.Errorf("index replicasets: %w", err)
 	}
-	if err := slices.Informer().AddIndexers(cache.Indexers{byService: serviceIndex}); err != nil {
+	if err := endpointSlices.Informer().AddIndexers(cache.Indexers{byService: serviceIndex}); err != nil {
 		return nil, fmt.Errorf("index endpointslices: %w", err)
 	}
 	if _, err := rs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -164,14 +165,14 @@ func (m *Manager) buildNamespaceInformers(namespace string, strip informers.Shar
 		UpdateFunc: func(_, obj any) { m.enqueueSlice(obj) },
 		DeleteFunc: func(obj any) { m.enqueueSlice(obj) },
 	}
-	regs := []registration{{rs.Informer(), byLabels}, {slices.Informer(), bySlice}}
-	if shared == nil {
-		pods := ours.Core().V1().Pods()
-		if err := pods.Informer().AddIndexers(cache.Indexers{byRollout: rolloutIndex}); err != nil {
+	regs := []registration{{rs.Informer(), byLabels}, {endpointSlices.Informer(), bySlice}}
+	if pods == nil {
+		own := ours.Core().V1().Pods()
+		if err := own.Informer().AddIndexers(cache.Indexers{byRollout: rolloutIndex}); err != nil {
 			return nil, fmt.Errorf("index pods: %w", err)
 		}
-		regs = append(regs, registration{pods.Informer(), byLabels})
-		shared = &podCaches{lister: pods.Lister(), index: pods.Informer().GetIndexer()}
+		regs = append(regs, registration{own.Informer(), byLabels})
+		pods = &podCaches{lister: own.Lister(), index: own.Informer().GetIndexer()}
 	}
 	for _, reg := range regs {
 		if err := m.addHandler(reg.inf, reg.h); err != nil {
@@ -179,8 +180,8 @@ func (m *Manager) buildNamespaceInformers(namespace string, strip informers.Shar
 		}
 	}
 	return &nsCaches{
-		rsIndex: rs.Informer().GetIndexer(), pods: shared.lister,
-		podIndex: shared.index, sliceIndex: slices.Informer().GetIndexer(),
+		rsIndex: rs.Informer().GetIndexer(), pods: pods.lister,
+		podIndex: pods.index, sliceIndex: endpointSlices.Informer().GetIndexer(),
 	}, nil
 }
 
