@@ -54,8 +54,8 @@ type Options struct {
 	// the Manager reads instead of watching sluice's pods itself: the pod
 	// binder's, which caches every pod of the cluster anyway, so that each
 	// pod is decoded and held once. Its transform must keep what
-	// KeepPodFields keeps. Start starts it (on Start's context) unless it
-	// runs already; its owner shuts it down.
+	// KeepPodFields keeps. Start starts its pod informer on Start's
+	// context unless it runs already; the Manager never shuts it down.
 	Pods informers.SharedInformerFactory
 }
 
