@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -266,10 +265,7 @@ func (r *remoteCluster) start(ctx context.Context, o Options, k *kubeParts, log 
 			metrics.unregisterAll() // the next attempt registers its own
 		}
 	}()
-	var pods informers.SharedInformerFactory // the binder's and the actuator's
-	if o.SchedulePods {
-		pods = sharedPodInformers(client)
-	}
+	pods := sharedPodInformers(o, client) // the binder's and the actuator's
 	m, err := workload.New(workload.Options{Client: client, SchedulePods: o.SchedulePods, Namespaces: o.WatchNamespaces,
 		Logger: log, SyncTimeout: remoteSyncTimeout, Registry: metrics.orNil(), Pods: pods,
 		OnReady:     func(key api.Key, ev rollout.PodsReady) { k.podsReady(key.InCluster(r.name), ev) },

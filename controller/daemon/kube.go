@@ -8,7 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -101,10 +100,7 @@ func newKubeParts(o Options, next runner.Traffic, reg *prometheus.Registry, log 
 	if err := k.loadClusters(o, cfg, client); err != nil {
 		return nil, err
 	}
-	var pods informers.SharedInformerFactory // the binder's and the actuator's
-	if o.SchedulePods {
-		pods = sharedPodInformers(client)
-	}
+	pods := sharedPodInformers(o, client) // the binder's and the actuator's
 	if k.workloads, err = workload.New(workload.Options{
 		Client: client, SchedulePods: o.SchedulePods, Namespaces: o.WatchNamespaces, Logger: log, Registry: clusterMetrics(reg, k.homeName),
 		OnReady:     k.podsReady,
