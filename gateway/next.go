@@ -18,6 +18,9 @@ type rolloutChange struct {
 	key api.Key
 	ro  *rolloutState
 	res *Resources
+	// encoded holds res's messages already encoded (setTraffic encodes
+	// them to see which changed before it validates); nil: encode here.
+	encoded map[proto.Message][]byte
 }
 
 // ownedName is one resource a rollout published.
@@ -128,6 +131,9 @@ func (b *genBuilder) apply(c rolloutChange, layout EnvoyRouteLayout) error {
 	c.ro.owned = make([]ownedName, 0, len(owned))
 	for _, w := range owned {
 		w.owner = c.key
+		if raw, ok := c.encoded[w.msg]; ok {
+			w.raw = raw
+		}
 		if err := b.put(w); err != nil {
 			return err
 		}
@@ -222,6 +228,33 @@ func ownedResources(r *Resources, layout EnvoyRouteLayout, backOnly bool) []name
 	out = append(out, named{t: lds, name: r.Listener.GetName(), msg: r.Listener}, named{t: rds, name: r.Route.GetName(), msg: r.Route})
 	if layout != EnvoyRoutesCombined {
 		out = append(out, named{t: srds, name: r.Scope.GetName(), msg: r.Scope})
+	}
+	return out
+}
+
+// encodeOwned encodes a rollout's resources as publish puts them.
+func encodeOwned(r *Resources, layout EnvoyRouteLayout) (map[proto.Message][]byte, error) {
+	owned := ownedResources(r, layout, false)
+	out := make(map[proto.Message][]byte, len(owned))
+	for _, w := range owned {
+		_, raw, err := w.encode("")
+		if err != nil {
+			return nil, err
+		}
+		out[w.msg] = raw
+	}
+	return out, nil
+}
+
+// published are the messages of r whose bytes s holds under the same name
+// and type: each passed Validate when it was published, so its ValidateAll
+// need not run again.
+func (s *snapshot) published(r *Resources, layout EnvoyRouteLayout, encoded map[proto.Message][]byte) []proto.Message {
+	var out []proto.Message
+	for _, w := range ownedResources(r, layout, false) {
+		if cur := s.types[w.t].get(w.name); cur != nil && bytes.Equal(cur.any.Value, encoded[w.msg]) {
+			out = append(out, w.msg)
+		}
 	}
 	return out
 }

@@ -44,7 +44,7 @@ func loadRollouts(tb testing.TB, s *Server, n int) {
 		}
 		h := trafficHash(t)
 		ro := &rolloutState{traffic: t, hash: h, stamp: &stamp{gen: cur.gen + 1, version: fmt.Sprintf("%d-%s", cur.gen+1, h)}, vhost: vhost}
-		changes = append(changes, rolloutChange{t.Rollout, ro, res})
+		changes = append(changes, rolloutChange{key: t.Rollout, ro: ro, res: res})
 	}
 	next, _, err := cur.next(changes, s.env)
 	if err != nil {

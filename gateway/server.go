@@ -233,8 +233,15 @@ func (s *Server) setTraffic(t api.Traffic, validate bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	encoded, err := encodeOwned(res, s.env.layout)
+	if err != nil {
+		return "", err
+	}
 	if validate {
-		if err := Validate(res); err != nil {
+		// Most of a step's resources are the ones published at the step
+		// before (only the route's weights move): ValidateAll, the larger
+		// part of Validate's cost, runs only on those that changed.
+		if err := validateChanged(res, s.snap.Load().published(res, s.env.layout, encoded)); err != nil {
 			return "", err
 		}
 	}
@@ -256,7 +263,7 @@ func (s *Server) setTraffic(t api.Traffic, validate bool) (string, error) {
 	if t.Rollout.Cluster() != "" {
 		ro.res = res // a part: published again when its host's routes move (views.go)
 	}
-	next, changed, err := cur.publish([]rolloutChange{{t.Rollout, ro, res}}, s.env)
+	next, changed, err := cur.publish([]rolloutChange{{t.Rollout, ro, res, encoded}}, s.env)
 	if err != nil {
 		return "", err
 	}
@@ -286,7 +293,7 @@ func (s *Server) Remove(key api.Key) error {
 	if cur.rollout(key) == nil {
 		return nil
 	}
-	next, _, err := cur.publish([]rolloutChange{{key, nil, nil}}, s.env)
+	next, _, err := cur.publish([]rolloutChange{{key: key}}, s.env)
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", key, err)
 	}

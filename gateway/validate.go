@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -16,6 +17,7 @@ import (
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"github.com/sluice-dev/sluice/api"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -50,7 +52,11 @@ type validator interface{ ValidateAll() error }
 // router filter, the cluster's protocol options), then the rules gRPC
 // enforces that the validators miss, then that every reference resolves
 // inside the set.
-func Validate(r *Resources) error {
+func Validate(r *Resources) error { return validateChanged(r, nil) }
+
+// validateChanged is Validate without ValidateAll on the messages in published
+// (byte for byte ones that passed it when they were published).
+func validateChanged(r *Resources, published []proto.Message) error {
 	fail := func(resource, rule string, err error) error {
 		return &ValidationError{Rollout: r.Rollout, Resource: resource, Rule: rule, Err: err}
 	}
@@ -71,6 +77,9 @@ func Validate(r *Resources) error {
 		}{e.GetClusterName(), e})
 	}
 	for _, m := range msgs {
+		if slices.ContainsFunc(published, func(p proto.Message) bool { return any(p) == any(m.m) }) {
+			continue
+		}
 		if err := m.m.ValidateAll(); err != nil {
 			return fail(m.name, "ValidateAll", err)
 		}

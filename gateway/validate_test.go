@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +13,8 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"github.com/sluice-dev/sluice/api"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -135,5 +139,59 @@ func TestValidateEnvoyRejects(t *testing.T) {
 				t.Errorf("ValidateEnvoy = %v, want ErrInvalid with %q", err, tc.rule)
 			}
 		})
+	}
+}
+
+// TestValidateSkipsOnlyWhatWasPublished: a step's SetTraffic runs
+// ValidateAll only on the resources whose bytes changed since they were
+// published; what changed is still checked, so a broken resource is
+// rejected whether it is the one that changed or one that did not before.
+func TestValidateSkipsOnlyWhatWasPublished(t *testing.T) {
+	s, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetTraffic(traffic(nil)); err != nil {
+		t.Fatal(err)
+	}
+	next := func(mod func(*Resources)) (*Resources, []proto.Message) {
+		r, err := Translate(traffic(func(tr *api.Traffic) { tr.Weights = api.CanaryWeights(50) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mod != nil {
+			mod(r)
+		}
+		encoded, err := encodeOwned(r, s.env.layout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, s.snap.Load().published(r, s.env.layout, encoded)
+	}
+
+	r, published := next(nil)
+	var names []string
+	for _, m := range published {
+		names = append(names, fmt.Sprintf("%T", m))
+	}
+	slices.Sort(names)
+	// Two clusters and their endpoints, the listener and the scope: all
+	// but the route, whose weights moved.
+	want := []string{"*clusterv3.Cluster", "*clusterv3.Cluster", "*endpointv3.ClusterLoadAssignment", "*endpointv3.ClusterLoadAssignment",
+		"*listenerv3.Listener", "*routev3.ScopedRouteConfiguration"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("unchanged since published: %v, want %v", names, want)
+	}
+	if err := validateChanged(r, published); err != nil {
+		t.Fatal(err)
+	}
+	for name, broken := range map[string]func(*Resources){
+		"the route, which changed": func(r *Resources) { r.Route.VirtualHosts[0].Domains = nil },
+		"a cluster, which had not": func(r *Resources) { r.Clusters[0].Name = "" },
+	} {
+		r, published := next(broken)
+		if err := validateChanged(r, published); err == nil || !strings.Contains(err.Error(), "ValidateAll") {
+			t.Errorf("%s broken: validateChanged = %v, want a ValidateAll error", name, err)
+		}
 	}
 }

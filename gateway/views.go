@@ -167,9 +167,9 @@ func viewChanges(v string, changes []rolloutChange, parts map[api.Key]map[api.Ke
 			cp.owned, cp.backOnly = nil, k != front
 			if cp.backOnly {
 				cp.vhost = nil
-				backs = append(backs, rolloutChange{k, &cp, res[k]})
+				backs = append(backs, rolloutChange{key: k, ro: &cp, res: res[k]})
 			} else {
-				fronts = append(fronts, rolloutChange{k, &cp, res[k]})
+				fronts = append(fronts, rolloutChange{key: k, ro: &cp, res: res[k]})
 			}
 		}
 	}

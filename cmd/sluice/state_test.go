@@ -38,7 +38,7 @@ func zeroMeta(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := f.WriteAt(make([]byte, 2*4096), 0); err != nil {
+	if _, err := f.WriteAt(make([]byte, 2*store.PageSize), 0); err != nil {
 		t.Fatal(err)
 	}
 }

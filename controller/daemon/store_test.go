@@ -66,7 +66,7 @@ func damagePages(t *testing.T, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const pageSize = 4096
+	const pageSize = store.PageSize
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -66,7 +67,13 @@ func rfc3339(t time.Time) string {
 }
 
 // encodeRecord encodes r, taking the JSON of its state's specs from specs
-// (nil: encode them).
+// (nil: encode them), into a new slice.
+func encodeRecord(r record, specs *specCache) ([]byte, error) {
+	return appendRecord(nil, r, specs)
+}
+
+// appendRecord appends r's JSON to dst, taking the JSON of its state's
+// specs from specs (nil: encode them).
 //
 // The specs' JSON is spliced in as bytes: handed to encoding/json as
 // json.RawMessage it was scanned and re-compacted on every record (about
@@ -74,7 +81,7 @@ func rfc3339(t time.Time) string {
 // The rest is encoded with the specs left out, into a pooled buffer, and
 // the specs go in first inside the state's object: the record's JSON
 // always begins with recordPrefix (schema, then state, in field order).
-func encodeRecord(r record, specs *specCache) ([]byte, error) {
+func appendRecord(dst []byte, r record, specs *specCache) ([]byte, error) {
 	r.Schema = recordSchema
 	spec, err := specs.encode(r.State.Spec)
 	var stable json.RawMessage
@@ -96,7 +103,7 @@ func encodeRecord(r record, specs *specCache) ([]byte, error) {
 		return nil, fmt.Errorf("encode rollout %s: record begins %.40q, want %q", r.State.Key, rest, recordPrefix)
 	}
 	rest = rest[len(recordPrefix):]
-	out := make([]byte, 0, len(recordPrefix)+len(spec)+len(stable)+len(`"spec":,"stableSpec":,`)+len(rest))
+	out := slices.Grow(dst, len(recordPrefix)+len(spec)+len(stable)+len(`"spec":,"stableSpec":,`)+len(rest))
 	out = append(out, recordPrefix...)
 	out = appendSpec(out, "spec", spec)
 	out = appendSpec(out, "stableSpec", stable)

@@ -18,7 +18,9 @@ import (
 )
 
 // Store persists rollout states; controller/store's *Store implements it.
-// The bytes are the runner's own versioned record.
+// The bytes are the runner's own versioned record. SaveRollout must not
+// keep them once it returned: the runner reuses the buffer (a store that
+// holds records copies them).
 type Store interface {
 	SaveRollout(key api.Key, state []byte) error
 	LoadRollouts() (map[api.Key][]byte, error)

@@ -2,6 +2,8 @@ package store
 
 import (
 	"fmt"
+	"runtime"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sluice-dev/sluice/api"
@@ -50,4 +52,39 @@ func BenchmarkOutboxRoundTrip(b *testing.B) {
 			}
 		}
 	}
+}
+
+// BenchmarkSaveRolloutsAtOnce is a commit's burst of transitions: 1,000
+// rollouts' records of a canary's size (~3.6 KB, two thirds of it its two
+// specs) saved by 64 writers at once, so the writes group-commit. Per op:
+// one record.
+func BenchmarkSaveRolloutsAtOnce(b *testing.B) {
+	s, err := Open(b.TempDir(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	const rollouts, writers = 1000, 64
+	record := make([]byte, 3600)
+	for i := range record {
+		record[i] = 'a' + byte(i%26)
+	}
+	keys := make([]api.Key, rollouts)
+	for i := range keys {
+		keys[i] = api.Key{Namespace: fmt.Sprintf("team-%d", i%10), Name: fmt.Sprintf("service-%04d", i)}
+		if err := s.SaveRollout(keys[i], record); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetParallelism(writers / max(1, runtime.GOMAXPROCS(0)))
+	var next atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := s.SaveRollout(keys[next.Add(1)%rollouts], record); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }

@@ -28,8 +28,8 @@ func populated(t *testing.T) string {
 	return dir
 }
 
-// Damages of a closed file. bbolt's page size is the OS page size (4 KiB
-// here); pages 0 and 1 are the two meta pages.
+// Damages of a closed file, PageSize a page; pages 0 and 1 are the two
+// meta pages.
 var damages = []struct {
 	name   string
 	damage func(t *testing.T, path string)
@@ -47,16 +47,16 @@ var damages = []struct {
 		var used int64
 		must(t, db.View(func(tx *bolt.Tx) error { used = tx.Size(); return nil }))
 		must(t, db.Close())
-		must(t, os.Truncate(path, used-4096))
+		must(t, os.Truncate(path, used-PageSize))
 	}},
 	{name: "bits flipped in data pages", damage: func(t *testing.T, path string) {
-		flipBits(t, path, 3*4096)
+		flipBits(t, path, 3*PageSize)
 	}},
 	{name: "both meta pages zeroed", damage: func(t *testing.T, path string) {
 		f, err := os.OpenFile(path, os.O_WRONLY, 0)
 		must(t, err)
 		defer f.Close()
-		_, err = f.WriteAt(make([]byte, 2*4096), 0)
+		_, err = f.WriteAt(make([]byte, 2*PageSize), 0)
 		must(t, err)
 	}},
 }
@@ -131,7 +131,7 @@ func TestPanicFailsTheStore(t *testing.T) {
 	must(t, err)
 	// The file is mapped shared: writes through another descriptor are
 	// what bbolt reads next.
-	flipBits(t, filepath.Join(dir, FileName), 2*4096)
+	flipBits(t, filepath.Join(dir, FileName), 2*PageSize)
 	var first error
 	for i := 0; i < 100 && first == nil; i++ {
 		first = s.SaveRollout(api.Key{Namespace: "default", Name: fmt.Sprint("r", i)}, []byte("new state"))

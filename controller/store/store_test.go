@@ -213,3 +213,37 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestSaveRolloutKeepsNoReference: the runner reuses a record's buffer once
+// SaveRollout returned, so what is stored must not change with it; big
+// records, as a canary's, spanning leaves of more than one page too.
+func TestSaveRolloutKeepsNoReference(t *testing.T) {
+	s := open(t, t.TempDir())
+	buf := make([]byte, 3*PageSize)
+	keys := make([]api.Key, 20)
+	for i := range keys {
+		keys[i] = api.Key{Namespace: "default", Name: fmt.Sprint("r", i)}
+		for j := range buf {
+			buf[j] = byte('a' + i)
+		}
+		must(t, s.SaveRollout(keys[i], buf[:PageSize/4*(1+i%8)]))
+	}
+	for j := range buf {
+		buf[j] = 'X'
+	}
+	// One more commit: bbolt writes the pages it touches again.
+	must(t, s.SaveRollout(api.Key{Namespace: "default", Name: "last"}, buf[:10]))
+	got, err := s.LoadRollouts()
+	must(t, err)
+	for i, k := range keys {
+		want := PageSize / 4 * (1 + i%8)
+		if len(got[k]) != want {
+			t.Fatalf("%s: %d bytes stored, want %d", k, len(got[k]), want)
+		}
+		for _, c := range got[k] {
+			if c != byte('a'+i) {
+				t.Fatalf("%s: stored %q, changed with the buffer after SaveRollout returned", k, got[k][:16])
+			}
+		}
+	}
+}
