@@ -248,15 +248,33 @@ func encodeOwned(r *Resources, layout EnvoyRouteLayout) (map[proto.Message][]byt
 
 // published are the messages of r whose bytes s holds under the same name
 // and type: each passed Validate when it was published, so its ValidateAll
-// need not run again.
-func (s *snapshot) published(r *Resources, layout EnvoyRouteLayout, encoded map[proto.Message][]byte) []proto.Message {
-	var out []proto.Message
+// need not run again. listenerChecked says whether the check of the
+// listener's HttpConnectionManager (unpacked from its Any, validated, its
+// route name compared) passed for these very bytes and this route name:
+// the listener is byte for byte the one rollout key published, and the
+// route it published with it has r's route's name.
+func (s *snapshot) published(key api.Key, r *Resources, layout EnvoyRouteLayout, encoded map[proto.Message][]byte) (out []proto.Message, listenerChecked bool) {
 	for _, w := range ownedResources(r, layout, false) {
 		if cur := s.types[w.t].get(w.name); cur != nil && bytes.Equal(cur.any.Value, encoded[w.msg]) {
 			out = append(out, w.msg)
+			listenerChecked = listenerChecked || w.msg == proto.Message(r.Listener)
 		}
 	}
-	return out
+	old := s.rollout(key)
+	if old == nil || !listenerChecked {
+		return out, false
+	}
+	var listeners, routes []string
+	for _, o := range old.owned {
+		switch o.t {
+		case lds:
+			listeners = append(listeners, o.name)
+		case rds:
+			routes = append(routes, o.name)
+		}
+	}
+	listenerChecked = slices.Equal(listeners, []string{r.Listener.GetName()}) && slices.Equal(routes, []string{r.Route.GetName()})
+	return out, listenerChecked
 }
 
 // named is one resource to publish, before it is encoded.

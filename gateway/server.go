@@ -241,7 +241,8 @@ func (s *Server) setTraffic(t api.Traffic, validate bool) (string, error) {
 		// Most of a step's resources are the ones published at the step
 		// before (only the route's weights move): ValidateAll, the larger
 		// part of Validate's cost, runs only on those that changed.
-		if err := validateChanged(res, s.snap.Load().published(res, s.env.layout, encoded)); err != nil {
+		published, listenerChecked := s.snap.Load().published(t.Rollout, res, s.env.layout, encoded)
+		if err := validateChanged(res, published, listenerChecked); err != nil {
 			return "", err
 		}
 	}

@@ -52,11 +52,13 @@ type validator interface{ ValidateAll() error }
 // router filter, the cluster's protocol options), then the rules gRPC
 // enforces that the validators miss, then that every reference resolves
 // inside the set.
-func Validate(r *Resources) error { return validateChanged(r, nil) }
+func Validate(r *Resources) error { return validateChanged(r, nil, false) }
 
-// validateChanged is Validate without ValidateAll on the messages in published
-// (byte for byte ones that passed it when they were published).
-func validateChanged(r *Resources, published []proto.Message) error {
+// validateChanged is Validate without ValidateAll on the messages in
+// published (byte for byte ones that passed it when they were published)
+// and, with listenerChecked, without the check of the listener's
+// HttpConnectionManager (snapshot.published says when it passed before).
+func validateChanged(r *Resources, published []proto.Message, listenerChecked bool) error {
 	fail := func(resource, rule string, err error) error {
 		return &ValidationError{Rollout: r.Rollout, Resource: resource, Rule: rule, Err: err}
 	}
@@ -84,12 +86,14 @@ func validateChanged(r *Resources, published []proto.Message) error {
 			return fail(m.name, "ValidateAll", err)
 		}
 	}
-	hcm, err := unpackHCM(r.Listener.GetApiListener().GetApiListener())
-	if err != nil {
-		return fail(r.Listener.GetName(), "api_listener", err)
-	}
-	if err := checkHCM(hcm, r.Route.GetName()); err != nil {
-		return fail(r.Listener.GetName(), "http connection manager", err)
+	if !listenerChecked {
+		hcm, err := unpackHCM(r.Listener.GetApiListener().GetApiListener())
+		if err != nil {
+			return fail(r.Listener.GetName(), "api_listener", err)
+		}
+		if err := checkHCM(hcm, r.Route.GetName()); err != nil {
+			return fail(r.Listener.GetName(), "http connection manager", err)
+		}
 	}
 	if err := checkScope(r.Scope, r.Host, r.Route.GetName()); err != nil {
 		return fail(r.Scope.GetName(), "route scope", err)

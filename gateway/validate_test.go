@@ -144,8 +144,10 @@ func TestValidateEnvoyRejects(t *testing.T) {
 
 // TestValidateSkipsOnlyWhatWasPublished: a step's SetTraffic runs
 // ValidateAll only on the resources whose bytes changed since they were
-// published; what changed is still checked, so a broken resource is
-// rejected whether it is the one that changed or one that did not before.
+// published, and checks the listener's HttpConnectionManager only when the
+// listener or its route's name changed; what changed is still checked, so
+// a broken resource is rejected whether it is the one that changed or one
+// that did not before.
 func TestValidateSkipsOnlyWhatWasPublished(t *testing.T) {
 	s, err := New(Options{})
 	if err != nil {
@@ -154,7 +156,12 @@ func TestValidateSkipsOnlyWhatWasPublished(t *testing.T) {
 	if _, err := s.SetTraffic(traffic(nil)); err != nil {
 		t.Fatal(err)
 	}
-	next := func(mod func(*Resources)) (*Resources, []proto.Message) {
+	type step struct {
+		r               *Resources
+		published       []proto.Message
+		listenerChecked bool
+	}
+	next := func(mod func(*Resources)) step {
 		r, err := Translate(traffic(func(tr *api.Traffic) { tr.Weights = api.CanaryWeights(50) }))
 		if err != nil {
 			t.Fatal(err)
@@ -166,12 +173,13 @@ func TestValidateSkipsOnlyWhatWasPublished(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return r, s.snap.Load().published(r, s.env.layout, encoded)
+		published, checked := s.snap.Load().published(checkout, r, s.env.layout, encoded)
+		return step{r, published, checked}
 	}
 
-	r, published := next(nil)
+	st := next(nil)
 	var names []string
-	for _, m := range published {
+	for _, m := range st.published {
 		names = append(names, fmt.Sprintf("%T", m))
 	}
 	slices.Sort(names)
@@ -179,19 +187,35 @@ func TestValidateSkipsOnlyWhatWasPublished(t *testing.T) {
 	// but the route, whose weights moved.
 	want := []string{"*clusterv3.Cluster", "*clusterv3.Cluster", "*endpointv3.ClusterLoadAssignment", "*endpointv3.ClusterLoadAssignment",
 		"*listenerv3.Listener", "*routev3.ScopedRouteConfiguration"}
-	if !slices.Equal(names, want) {
-		t.Fatalf("unchanged since published: %v, want %v", names, want)
+	if !slices.Equal(names, want) || !st.listenerChecked {
+		t.Fatalf("unchanged since published: %v, listener checked %v; want %v, true", names, st.listenerChecked, want)
 	}
-	if err := validateChanged(r, published); err != nil {
+	if err := validateChanged(st.r, st.published, st.listenerChecked); err != nil {
 		t.Fatal(err)
 	}
-	for name, broken := range map[string]func(*Resources){
-		"the route, which changed": func(r *Resources) { r.Route.VirtualHosts[0].Domains = nil },
-		"a cluster, which had not": func(r *Resources) { r.Clusters[0].Name = "" },
+	hcmOf := func(r *Resources) *hcmv3.HttpConnectionManager {
+		h := &hcmv3.HttpConnectionManager{}
+		if err := r.Listener.GetApiListener().GetApiListener().UnmarshalTo(h); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	for name, broken := range map[string]struct {
+		mod  func(*Resources)
+		rule string
+	}{
+		"the route, which changed": {func(r *Resources) { r.Route.VirtualHosts[0].Domains = nil }, "ValidateAll"},
+		"a cluster, which had not": {func(r *Resources) { r.Clusters[0].Name = "" }, "ValidateAll"},
+		"the listener's HttpConnectionManager": {func(r *Resources) {
+			h := hcmOf(r)
+			h.StatPrefix = ""
+			r.Listener.ApiListener.ApiListener = mustAny(h)
+		}, "ValidateAll"},
+		"the route's name, the listener unchanged": {func(r *Resources) { r.Route.Name = "other.internal" }, "route_config_name"},
 	} {
-		r, published := next(broken)
-		if err := validateChanged(r, published); err == nil || !strings.Contains(err.Error(), "ValidateAll") {
-			t.Errorf("%s broken: validateChanged = %v, want a ValidateAll error", name, err)
+		st := next(broken.mod)
+		if err := validateChanged(st.r, st.published, st.listenerChecked); err == nil || !strings.Contains(err.Error(), broken.rule) {
+			t.Errorf("%s broken: validateChanged = %v, want an error of %s", name, err, broken.rule)
 		}
 	}
 }
