@@ -120,10 +120,6 @@ func (g *webGuard) dialContext() func(ctx context.Context, network, addr string)
 	}
 }
 
-// webIdlePerHost is how many idle connections the web transport keeps per
-// endpoint (net/http's MaxIdleConns default, 100, bounds them in all).
-const webIdlePerHost = 64
-
 // transport is the web provider's transport: the engine's, dialling
 // through the guard and never through a proxy (a proxy would dial the
 // target itself, out of the guard's sight).
@@ -135,10 +131,5 @@ func (g *webGuard) transport(base http.RoundTripper) http.RoundTripper {
 	t = t.Clone()
 	t.Proxy = nil
 	t.DialContext = g.dialContext()
-	// The engine's runs share this transport, and a large commit has
-	// hundreds measuring one endpoint at once: with net/http's default of
-	// 2 idle connections per host, all but 2 were closed after each
-	// measurement and dialled again for the next.
-	t.MaxIdleConnsPerHost = max(t.MaxIdleConnsPerHost, webIdlePerHost)
 	return t
 }

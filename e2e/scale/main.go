@@ -167,6 +167,7 @@ func printTable(w io.Writer, r Result) error {
 			[2]string{fmt.Sprintf("%d canaries in analysis: first at step 1 → last past it", r.Changed), fmt.Sprintf("%.1f s", r.AnalysisSeconds)},
 			[2]string{"  runner transitions (visible) / s", fmt.Sprintf("%.0f (%d)", r.TransitionsPerSecond, r.Transitions)},
 			[2]string{"  analysis measurements / s", fmt.Sprintf("%.0f (%d)", r.MeasurementsPerSec, r.AnalysisMeasurements)},
+			[2]string{"  connections opened to the analysis endpoint", fmt.Sprint(r.AnalysisConnections)},
 			[2]string{"gRPC clients answered by the new version", fmt.Sprintf("%d of %d", r.ClientsAnsweredByNew, r.ClientsMeasured)},
 		)
 	}

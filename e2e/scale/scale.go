@@ -93,6 +93,9 @@ type Result struct {
 	// the first to reach step 1 until the last passed its analysis.
 	AnalysisSeconds      float64
 	AnalysisMeasurements int64
+	// AnalysisConnections is how many connections the daemon opened to
+	// the analysis endpoint over the same span.
+	AnalysisConnections  int64
 	Transitions          int
 	TransitionsPerSecond float64
 	MeasurementsPerSec   float64
@@ -299,6 +302,7 @@ type statsServer struct {
 	srv   *http.Server
 	url   string
 	count atomic.Int64
+	conns atomic.Int64 // connections the daemon opened to it
 }
 
 func startStats() (*statsServer, error) {
@@ -311,7 +315,11 @@ func startStats() (*statsServer, error) {
 		s.count.Add(1)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"successRate": 1}`)
-	}), ReadHeaderTimeout: 10 * time.Second}
+	}), ReadHeaderTimeout: 10 * time.Second, ConnState: func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			s.conns.Add(1)
+		}
+	}}
 	go func() { _ = s.srv.Serve(l) }()
 	return s, nil
 }
@@ -443,7 +451,7 @@ func measureCommit(ctx context.Context, d *daemon, c *client.Client, repo *gitRe
 		return errors.New("event stream did not open")
 	}
 	timeouts := d.ackTimeouts()
-	measured0 := stats.count.Load()
+	measured0, conns0 := stats.count.Load(), stats.conns.Load()
 	cpu0, err := cpuTicks(d.pid)
 	if err != nil {
 		return err
@@ -492,6 +500,7 @@ func measureCommit(ctx context.Context, d *daemon, c *client.Client, repo *gitRe
 	res.StatusP50, res.StatusP99, res.StatusMax = percentiles(status)
 	res.AnalysisSeconds = last.Sub(first).Seconds()
 	res.AnalysisMeasurements = stats.count.Load() - measured0
+	res.AnalysisConnections = stats.conns.Load() - conns0
 	res.Transitions = p.eventsBetween(first, last)
 	if res.AnalysisSeconds > 0 {
 		res.TransitionsPerSecond = float64(res.Transitions) / res.AnalysisSeconds
