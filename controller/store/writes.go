@@ -89,6 +89,10 @@ func (s *Store) putAll(batch []*rolloutWrite) []error {
 	errs := make([]error, len(batch))
 	err := s.update(func(tx *bolt.Tx) error {
 		bucket := tx.Bucket(bucketRollouts)
+		// Leaves filled to their page (bbolt's default is half): records
+		// are updated in place, not appended, and with PageSize pages a
+		// half-full leaf would double the file and what of it is mapped.
+		bucket.FillPercent = 1
 		for i, w := range batch {
 			err := bucket.Put(w.key, w.value)
 			if refusedWrite(err) {
