@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -245,5 +246,41 @@ func TestSaveRolloutKeepsNoReference(t *testing.T) {
 				t.Fatalf("%s: stored %q, changed with the buffer after SaveRollout returned", k, got[k][:16])
 			}
 		}
+	}
+}
+
+// TestOpenKeepsAnOlderFilesPageSize: a state file created with 4 KiB pages
+// (before PageSize) opens, takes writes and keeps its pages.
+func TestOpenKeepsAnOlderFilesPageSize(t *testing.T) {
+	dir := t.TempDir()
+	db, err := bolt.Open(filepath.Join(dir, FileName), 0o600, &bolt.Options{PageSize: 4096})
+	must(t, err)
+	must(t, db.Close())
+	key := api.Key{Namespace: "default", Name: "checkout"}
+	record := make([]byte, 5000) // more than an old page
+	s, err := Open(dir, Options{})
+	must(t, err)
+	must(t, s.SaveRollout(key, record))
+	if got := s.db.Info().PageSize; got != 4096 {
+		t.Errorf("page size %d after Open, want the file's 4096", got)
+	}
+	must(t, s.Close())
+	s = open(t, dir)
+	rs, err := s.LoadRollouts()
+	must(t, err)
+	if len(rs[key]) != len(record) {
+		t.Fatalf("reopened: %d bytes for %s, want %d", len(rs[key]), key, len(record))
+	}
+	if got := s.db.Info().PageSize; got != 4096 {
+		t.Errorf("page size %d after a reopen, want 4096", got)
+	}
+}
+
+// TestNewFileHasPageSize: the opposite, so that the test above tells
+// something: a new file gets PageSize.
+func TestNewFileHasPageSize(t *testing.T) {
+	s := open(t, t.TempDir())
+	if got := s.db.Info().PageSize; got != PageSize {
+		t.Errorf("page size %d, want %d", got, PageSize)
 	}
 }
