@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -56,6 +57,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	}
 	tick := time.NewTicker(h.heartbeat)
 	defer tick.Stop()
+	ew := newEventWriter(w)
 	for {
 		select {
 		case <-ctx.Done():
@@ -67,7 +69,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case e, ok := <-ch:
-			if !ok || !h.writeEvent(w, e, only) {
+			if !ok || !h.writeEvent(ew, e, only) {
 				return
 			}
 			// The events already waiting go out in the same flush: a
@@ -78,7 +80,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 				if !ready {
 					break
 				}
-				if !ok || !h.writeEvent(w, e, only) {
+				if !ok || !h.writeEvent(ew, e, only) {
 					return
 				}
 			}
@@ -106,16 +108,34 @@ func nextReady(ch <-chan Event) (e Event, ok, ready bool) {
 
 // writeEvent writes e as one server-sent event unless only names another
 // rollout; false when the client is gone.
-func (h *Handler) writeEvent(w http.ResponseWriter, e Event, only *api.Key) bool {
+func (h *Handler) writeEvent(w *eventWriter, e Event, only *api.Key) bool {
 	if only != nil && e.Key() != *only {
 		return true
 	}
-	data, err := json.Marshal(e)
-	if err != nil {
+	w.buf.Reset()
+	fmt.Fprintf(&w.buf, "id: %d\ndata: ", e.Seq)
+	// The encoder emits no newline inside the JSON and one after it, so
+	// one data line is one event.
+	if err := w.enc.Encode(e); err != nil {
 		h.log.Error("encode event", "err", err)
 		return true
 	}
-	// json.Marshal never emits a newline, so one data line is one event.
-	_, err = fmt.Fprintf(w, "id: %d\ndata: %s\n\n", e.Seq, data)
+	w.buf.WriteByte('\n')
+	_, err := w.w.Write(w.buf.Bytes())
 	return err == nil
+}
+
+// eventWriter is one stream's encoder and buffer, kept for its life: a
+// commit of a thousand rollouts sends thousands of events, and a new
+// marshalled copy of each was garbage at once.
+type eventWriter struct {
+	w   http.ResponseWriter
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+func newEventWriter(w http.ResponseWriter) *eventWriter {
+	ew := &eventWriter{w: w}
+	ew.enc = json.NewEncoder(&ew.buf)
+	return ew
 }
