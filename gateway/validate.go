@@ -54,9 +54,9 @@ type validator interface{ ValidateAll() error }
 // inside the set.
 func Validate(r *Resources) error { return validateChanged(r, nil, false) }
 
-// validateChanged is Validate without ValidateAll on the messages in
-// published (byte for byte ones that passed it when they were published)
-// and, with listenerChecked, without the check of the listener's
+// validateChanged is Validate without ValidateAll, and the checks of one
+// message alone, on the messages in published (byte for byte ones that
+// passed them when they were published) and, with listenerChecked, without the check of the listener's
 // HttpConnectionManager (snapshot.published says when it passed before).
 func validateChanged(r *Resources, published []proto.Message, listenerChecked bool) error {
 	fail := func(resource, rule string, err error) error {
@@ -78,8 +78,9 @@ func validateChanged(r *Resources, published []proto.Message, listenerChecked bo
 			m    validator
 		}{e.GetClusterName(), e})
 	}
+	known := func(m any) bool { return slices.ContainsFunc(published, func(p proto.Message) bool { return any(p) == m }) }
 	for _, m := range msgs {
-		if slices.ContainsFunc(published, func(p proto.Message) bool { return any(p) == any(m.m) }) {
+		if known(m.m) {
 			continue
 		}
 		if err := m.m.ValidateAll(); err != nil {
@@ -100,8 +101,10 @@ func validateChanged(r *Resources, published []proto.Message, listenerChecked bo
 	}
 	clusters := map[string]bool{}
 	for _, c := range r.Clusters {
-		if err := checkCluster(c); err != nil {
-			return fail(c.GetName(), "cluster", err)
+		if !known(c) {
+			if err := checkCluster(c); err != nil {
+				return fail(c.GetName(), "cluster", err)
+			}
 		}
 		clusters[c.GetName()] = true
 	}

@@ -206,6 +206,9 @@ func TestValidateSkipsOnlyWhatWasPublished(t *testing.T) {
 	}{
 		"the route, which changed": {func(r *Resources) { r.Route.VirtualHosts[0].Domains = nil }, "ValidateAll"},
 		"a cluster, which had not": {func(r *Resources) { r.Clusters[0].Name = "" }, "ValidateAll"},
+		"a cluster's discovery type, which had not": {func(r *Resources) {
+			r.Clusters[1].ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}
+		}, "want EDS"},
 		"the listener's HttpConnectionManager": {func(r *Resources) {
 			h := hcmOf(r)
 			h.StatPrefix = ""
