@@ -1,38 +1,20 @@
 package main
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
-
-// syncBuffer is standard error as the test sees it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestLogWriterHoldsLinesBriefly: INFO lines reach standard error together
 // within the flush interval, not one write each and not never; a WARN line
 // goes out at once with the lines before it; Flush writes what waits.
 func TestLogWriterHoldsLinesBriefly(t *testing.T) {
 	const every = 200 * time.Millisecond
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{} // standard error as the test sees it
 	w := newLogWriter(out, every)
 	log := slog.New(flushOnWarn{slog.NewTextHandler(w, nil), w})
 
