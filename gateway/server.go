@@ -239,8 +239,9 @@ func (s *Server) setTraffic(t api.Traffic, validate bool) (string, error) {
 	}
 	if validate {
 		// Most of a step's resources are the ones published at the step
-		// before (only the route's weights move): ValidateAll, the larger
-		// part of Validate's cost, runs only on those that changed.
+		// before (only the route's weights move): the checks of one
+		// resource alone run only on those that changed, the checks
+		// across them (references, names) on all.
 		published, listenerChecked := s.snap.Load().published(t.Rollout, res, s.env.layout, encoded)
 		if err := validateChanged(res, published, listenerChecked); err != nil {
 			return "", err

@@ -56,8 +56,9 @@ func Validate(r *Resources) error { return validateChanged(r, nil, false) }
 
 // validateChanged is Validate without ValidateAll, and the checks of one
 // message alone, on the messages in published (byte for byte ones that
-// passed them when they were published) and, with listenerChecked, without the check of the listener's
-// HttpConnectionManager (snapshot.published says when it passed before).
+// passed them when they were published) and, with listenerChecked, without
+// the check of the listener's HttpConnectionManager (snapshot.published
+// says when it passed before).
 func validateChanged(r *Resources, published []proto.Message, listenerChecked bool) error {
 	fail := func(resource, rule string, err error) error {
 		return &ValidationError{Rollout: r.Rollout, Resource: resource, Rule: rule, Err: err}

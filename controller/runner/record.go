@@ -66,12 +66,6 @@ func rfc3339(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-// encodeRecord encodes r, taking the JSON of its state's specs from specs
-// (nil: encode them), into a new slice.
-func encodeRecord(r record, specs *specCache) ([]byte, error) {
-	return appendRecord(nil, r, specs)
-}
-
 // appendRecord appends r's JSON to dst, taking the JSON of its state's
 // specs from specs (nil: encode them).
 //

@@ -115,3 +115,9 @@ func TestRecordSummary(t *testing.T) {
 		t.Error("a cut record: no error")
 	}
 }
+
+// encodeRecord encodes r into a new slice, as persist does into its
+// buffer.
+func encodeRecord(r record, specs *specCache) ([]byte, error) {
+	return appendRecord(nil, r, specs)
+}
