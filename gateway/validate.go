@@ -79,7 +79,9 @@ func validateChanged(r *Resources, published []proto.Message, listenerChecked bo
 			m    validator
 		}{e.GetClusterName(), e})
 	}
-	known := func(m any) bool { return slices.ContainsFunc(published, func(p proto.Message) bool { return any(p) == m }) }
+	known := func(m any) bool {
+		return slices.ContainsFunc(published, func(p proto.Message) bool { return any(p) == m })
+	}
 	for _, m := range msgs {
 		if known(m.m) {
 			continue
