@@ -54,11 +54,10 @@ keys (lists for repeatable flags); flags on the command line win.`,
 					return err
 				}
 			}
-			logger, flushLog, err := newLogger(o.logFormat, o.logLevel)
+			logger, err := newLogger(o.logFormat, o.logLevel)
 			if err != nil {
 				return err
 			}
-			defer func() { _ = flushLog() }()
 			o.Logger = logger
 			warnSecretsOnCommandLine(logger, inline)
 			if err := applyMemoryLimit(o.memoryLimit, logger); err != nil {
@@ -205,25 +204,19 @@ func runDaemon(ctx context.Context, opts daemon.Options) error {
 	return d.Run(ctx)
 }
 
-// newLogger is the daemon's logger on standard error, buffered
-// (logWriter); flush writes what waits, and must run when the daemon stops.
-func newLogger(format, level string) (logger *slog.Logger, flush func() error, err error) {
+func newLogger(format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, nil, fmt.Errorf("--log-level: %w", err)
+		return nil, fmt.Errorf("--log-level: %w", err)
 	}
 	ho := &slog.HandlerOptions{Level: lv}
-	w := newLogWriter(os.Stderr, logFlushEvery)
-	var h slog.Handler
 	switch format {
 	case "text":
-		h = slog.NewTextHandler(w, ho)
+		return slog.New(slog.NewTextHandler(os.Stderr, ho)), nil
 	case "json":
-		h = slog.NewJSONHandler(w, ho)
-	default:
-		return nil, nil, fmt.Errorf("--log-format must be text or json, got %q", format)
+		return slog.New(slog.NewJSONHandler(os.Stderr, ho)), nil
 	}
-	return slog.New(flushOnWarn{h, w}), w.Flush, nil
+	return nil, fmt.Errorf("--log-format must be text or json, got %q", format)
 }
 
 // applyConfigFile sets every flag named in the YAML file that was not
