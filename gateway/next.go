@@ -18,9 +18,10 @@ type rolloutChange struct {
 	key api.Key
 	ro  *rolloutState
 	res *Resources
-	// encoded holds res's messages already encoded (setTraffic encodes
-	// them to see which changed before it validates); nil: encode here.
-	encoded map[proto.Message][]byte
+	// owned are res's resources already encoded (setTraffic encodes them
+	// to see which changed before it validates); nil: taken from res and
+	// encoded here.
+	owned []named
 }
 
 // ownedName is one resource a rollout published.
@@ -93,8 +94,8 @@ func newGenBuilder(s *snapshot) *genBuilder {
 
 // apply replaces one rollout's resources.
 func (b *genBuilder) apply(c rolloutChange, layout EnvoyRouteLayout) error {
-	var owned []named
-	if c.ro != nil {
+	owned := c.owned
+	if owned == nil && c.ro != nil {
 		owned = ownedResources(c.res, layout, c.ro.backOnly)
 	}
 	// A rollout that serves the same host again keeps its entry: deleting
@@ -131,9 +132,6 @@ func (b *genBuilder) apply(c rolloutChange, layout EnvoyRouteLayout) error {
 	c.ro.owned = make([]ownedName, 0, len(owned))
 	for _, w := range owned {
 		w.owner = c.key
-		if raw, ok := c.encoded[w.msg]; ok {
-			w.raw = raw
-		}
 		if err := b.put(w); err != nil {
 			return err
 		}
@@ -232,32 +230,31 @@ func ownedResources(r *Resources, layout EnvoyRouteLayout, backOnly bool) []name
 	return out
 }
 
-// encodeOwned encodes a rollout's resources as publish puts them.
-func encodeOwned(r *Resources, layout EnvoyRouteLayout) (map[proto.Message][]byte, error) {
+// encodeOwned is a rollout's resources as publish puts them, encoded.
+func encodeOwned(r *Resources, layout EnvoyRouteLayout) ([]named, error) {
 	owned := ownedResources(r, layout, false)
-	out := make(map[proto.Message][]byte, len(owned))
-	for _, w := range owned {
+	for i, w := range owned {
 		_, raw, err := w.encode("")
 		if err != nil {
 			return nil, err
 		}
-		out[w.msg] = raw
+		owned[i].raw = raw
 	}
-	return out, nil
+	return owned, nil
 }
 
-// published are the messages of r whose bytes s holds under the same name
-// and type: each passed Validate when it was published, so its ValidateAll
-// need not run again. listenerChecked says whether the check of the
-// listener's HttpConnectionManager (unpacked from its Any, validated, its
-// route name compared) passed for these very bytes and this route name:
-// the listener is byte for byte the one rollout key published, and the
-// route it published with it has r's route's name.
-func (s *snapshot) published(key api.Key, r *Resources, layout EnvoyRouteLayout, encoded map[proto.Message][]byte) (out []proto.Message, listenerChecked bool) {
-	for _, w := range ownedResources(r, layout, false) {
-		if cur := s.types[w.t].get(w.name); cur != nil && bytes.Equal(cur.any.Value, encoded[w.msg]) {
+// published are the messages of the encoded resources owned whose bytes s
+// holds under the same name and type: each passed Validate when it was
+// published, so its ValidateAll need not run again. listenerChecked says
+// whether the check of the listener's HttpConnectionManager (unpacked from
+// its Any, validated, its route name compared) passed for these very
+// bytes and this route name: the listener is byte for byte the one rollout
+// key published, and the route it published with it has r's route's name.
+func (s *snapshot) published(key api.Key, r *Resources, owned []named) (out []proto.Message, listenerChecked bool) {
+	for _, w := range owned {
+		if cur := s.types[w.t].get(w.name); cur != nil && bytes.Equal(cur.any.Value, w.raw) {
 			out = append(out, w.msg)
-			listenerChecked = listenerChecked || w.msg == proto.Message(r.Listener)
+			listenerChecked = listenerChecked || w.t == lds
 		}
 	}
 	old := s.rollout(key)
@@ -282,7 +279,7 @@ type named struct {
 	t     typeIdx
 	name  string
 	msg   proto.Message
-	raw   []byte  // already encoded (the combined route), instead of msg
+	raw   []byte  // already encoded (the combined route, or by encodeOwned), instead of msg
 	owner api.Key // zero for the shared sluice-http resources
 }
 

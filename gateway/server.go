@@ -233,7 +233,7 @@ func (s *Server) setTraffic(t api.Traffic, validate bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	encoded, err := encodeOwned(res, s.env.layout)
+	owned, err := encodeOwned(res, s.env.layout)
 	if err != nil {
 		return "", err
 	}
@@ -242,7 +242,7 @@ func (s *Server) setTraffic(t api.Traffic, validate bool) (string, error) {
 		// before (only the route's weights move): the checks of one
 		// resource alone run only on those that changed, the checks
 		// across them (references, names) on all.
-		published, listenerChecked := s.snap.Load().published(t.Rollout, res, s.env.layout, encoded)
+		published, listenerChecked := s.snap.Load().published(t.Rollout, res, owned)
 		if err := validateChanged(res, published, listenerChecked); err != nil {
 			return "", err
 		}
@@ -265,7 +265,7 @@ func (s *Server) setTraffic(t api.Traffic, validate bool) (string, error) {
 	if t.Rollout.Cluster() != "" {
 		ro.res = res // a part: published again when its host's routes move (views.go)
 	}
-	next, changed, err := cur.publish([]rolloutChange{{t.Rollout, ro, res, encoded}}, s.env)
+	next, changed, err := cur.publish([]rolloutChange{{t.Rollout, ro, res, owned}}, s.env)
 	if err != nil {
 		return "", err
 	}

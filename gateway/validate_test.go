@@ -169,11 +169,11 @@ func TestValidateSkipsOnlyWhatWasPublished(t *testing.T) {
 		if mod != nil {
 			mod(r)
 		}
-		encoded, err := encodeOwned(r, s.env.layout)
+		owned, err := encodeOwned(r, s.env.layout)
 		if err != nil {
 			t.Fatal(err)
 		}
-		published, checked := s.snap.Load().published(checkout, r, s.env.layout, encoded)
+		published, checked := s.snap.Load().published(checkout, r, owned)
 		return step{r, published, checked}
 	}
 

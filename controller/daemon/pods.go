@@ -11,11 +11,11 @@ import (
 
 // sharedPodInformers is one cluster's cache of pods for both the pod
 // binder and the workload actuator when sluice binds its pods
-// (--schedule-pods); nil without, when there is no binder. The binder watches every pod of the cluster (it
-// counts them on their nodes); the actuator, which watched sluice's own
-// again, now reads them from the same cache: each of sluice's pods is
-// decoded and held once instead of twice, and the apiserver serves one
-// watch of pods fewer (docs/scale.md).
+// (--schedule-pods); nil without, when there is no binder. The binder
+// watches every pod of the cluster (it counts them on their nodes); the
+// actuator, which watched sluice's own again, now reads them from the
+// same cache: each of sluice's pods is decoded and held once instead of
+// twice, and the apiserver serves one watch of pods fewer (docs/scale.md).
 func sharedPodInformers(o Options, client kubernetes.Interface) informers.SharedInformerFactory {
 	if !o.SchedulePods {
 		return nil
