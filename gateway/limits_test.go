@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/sluice-dev/sluice/api"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
@@ -349,4 +351,71 @@ func TestResponseCache(t *testing.T) {
 	}
 	cancel()
 	eventually(t, 10*time.Second, "the cache to empty after the streams closed", func() bool { return srv.cachedResponses() == 0 })
+}
+
+// TestPublishOfOtherHostsBuildsNoResponse checks that a publish changing
+// none of a stream's resources sends it nothing and builds no response for
+// its subscription, that a change of one of them is sent, and that a new
+// subscription to the same resources is answered. The stream is driven as
+// the handler drives it (sotwRequest, then sotwSend on each publish) into a
+// sink, so what was built can be counted between publishes.
+func TestPublishOfOtherHostsBuildsNoResponse(t *testing.T) {
+	s, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := func(w int32) api.Traffic {
+		return traffic(func(tr *api.Traffic) {
+			tr.Rollout, tr.Host, tr.Weights = api.Key{Namespace: "default", Name: "pay"}, "pay.internal", api.CanaryWeights(w)
+		})
+	}
+	for _, tr := range []api.Traffic{traffic(nil), other(10)} {
+		if _, err := s.SetTraffic(tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := s.addStream(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.dropStream(st)
+	sink := &sinkStream{ctx: context.Background()}
+	subscribe := func(names ...string) {
+		t.Helper()
+		req := &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "client"}, TypeUrl: typeURLs[rds], ResourceNames: names}
+		if _, err := s.sotwRequest(st, rds, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send := func() *discoveryv3.DiscoveryResponse {
+		t.Helper()
+		sink.sotw[rds] = nil
+		if err := s.sotwSend(sink, st, rds); err != nil {
+			t.Fatal(err)
+		}
+		return sink.sotw[rds]
+	}
+	subscribe(host)
+	if r := send(); len(r.GetResources()) != 1 {
+		t.Fatalf("first response %v, want the host's route configuration", r)
+	}
+	if _, err := s.SetTraffic(other(50)); err != nil {
+		t.Fatal(err)
+	}
+	if r := send(); r != nil {
+		t.Errorf("sent %v after a publish that changed only another host", r)
+	}
+	if got := s.cachedResponses(); got != 0 {
+		t.Errorf("%d responses built for a publish that changed none of the stream's resources, want 0", got)
+	}
+	if _, err := s.SetTraffic(traffic(func(tr *api.Traffic) { tr.Weights = api.CanaryWeights(30) })); err != nil {
+		t.Fatal(err)
+	}
+	if r := send(); len(r.GetResources()) != 1 {
+		t.Errorf("response after the host's own change %v, want its route configuration", r)
+	}
+	subscribe(host, "nothing.internal") // the same resources under a new subscription
+	if r := send(); len(r.GetResources()) != 1 {
+		t.Errorf("response to a new subscription of the same resources %v, want the route configuration", r)
+	}
 }

@@ -180,6 +180,33 @@ func (ts *typeSet) response(s *Server, key string, wildcard bool, names []string
 	return v.(*sotwResponse)
 }
 
+// unchangedSince reports, without building a response, whether the
+// response of this type set for a subscription would carry exactly the
+// resources of last, sent to it before: every stream asks on every publish,
+// and most publishes change none of a gRPC client's few resources (building
+// the response to find that out was 7 % of what a 1,000-rollout commit
+// allocated).
+func (ts *typeSet) unchangedSince(last *sotwResponse, key string, wildcard bool, names []string) bool {
+	if last == nil || last.key != key {
+		return false
+	}
+	if wildcard {
+		return slices.Equal(ts.all(), last.res)
+	}
+	i := 0
+	for _, n := range names {
+		x := ts.get(n)
+		if x == nil {
+			continue
+		}
+		if i == len(last.res) || last.res[i] != x {
+			return false
+		}
+		i++
+	}
+	return i == len(last.res)
+}
+
 // retainKey records that one more stream uses subscription key of type t.
 func (s *Server) retainKey(t typeIdx, key string) {
 	s.keyMu.Lock()
@@ -458,6 +485,9 @@ func (s *Server) sotwSend(gs grpc.ServerStream, st *stream, t typeIdx) error {
 		return nil
 	}
 	ts := s.snap.Load().view(st.view).types[t]
+	if ts.unchangedSince(w.lastSent, w.key, w.wildcard, w.names) {
+		return nil
+	}
 	r := ts.response(s, w.key, w.wildcard, w.names)
 	if w.lastSent != nil && (w.lastSent == r || w.lastSent.sameContent(r)) {
 		return nil
