@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -373,11 +374,14 @@ func (r *Runner) forget(e *entry, ev rollout.Event) {
 }
 
 func (r *Runner) logTransition(old, next rollout.State, ev rollout.Event) {
-	level := r.log.Debug
+	level := slog.LevelDebug
 	if old.Phase != next.Phase || old.StepIndex != next.StepIndex || old.Weights != next.Weights {
-		level = r.log.Info
+		level = slog.LevelInfo
 	}
-	level("rollout transition", "rollout", next.Key.String(), "event", eventName(ev), "seq", next.Seq,
+	if !r.log.Enabled(context.Background(), level) {
+		return // before the arguments are built: an analysis measurement's transition logs at DEBUG
+	}
+	r.log.Log(context.Background(), level, "rollout transition", "rollout", next.Key.String(), "event", eventName(ev), "seq", next.Seq,
 		"phase", string(next.Phase), "step", next.StepIndex, "steps", next.StepCount(),
 		"stable", next.Weights.Stable, "canary", next.Weights.Canary, "message", next.Message)
 }
