@@ -355,8 +355,9 @@ func TestResponseCache(t *testing.T) {
 
 // TestPublishOfOtherHostsBuildsNoResponse checks that a publish changing
 // none of a stream's resources sends it nothing and builds no response for
-// its subscription, that a change of one of them is sent, and that a new
-// subscription to the same resources is answered. The stream is driven as
+// its subscription, that a change of one of them is sent (both while the
+// type set's change log reaches back to the last response and past it),
+// and that a new subscription to the same resources is answered. The stream is driven as
 // the handler drives it (sotwRequest, then sotwSend on each publish) into a
 // sink, so what was built can be counted between publishes.
 func TestPublishOfOtherHostsBuildsNoResponse(t *testing.T) {
@@ -407,6 +408,28 @@ func TestPublishOfOtherHostsBuildsNoResponse(t *testing.T) {
 	}
 	if got := s.cachedResponses(); got != 0 {
 		t.Errorf("%d responses built for a publish that changed none of the stream's resources, want 0", got)
+	}
+	if _, err := s.SetTraffic(traffic(func(tr *api.Traffic) { tr.Weights = api.CanaryWeights(20) })); err != nil {
+		t.Fatal(err)
+	}
+	if r := send(); len(r.GetResources()) != 1 {
+		t.Errorf("response after the host's own change %v, want its route configuration", r)
+	}
+	// Past what the type sets' change log reaches back to: the
+	// subscription's resources are compared one by one instead.
+	for i := range changeLogGenerations + 2 {
+		if _, err := s.SetTraffic(other(int32(i%2*40 + 20))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := s.snap.Load().types[rds].log.since(st.sotw[rds].lastSent.gen); ok {
+		t.Fatal("the change log still reaches back to the last response: the comparison one by one is not tested")
+	}
+	if r := send(); r != nil {
+		t.Errorf("sent %v after %d publishes that changed only another host", r, changeLogGenerations+2)
+	}
+	if got := s.cachedResponses(); got != 0 {
+		t.Errorf("%d responses built after publishes that changed none of the stream's resources, want 0", got)
 	}
 	if _, err := s.SetTraffic(traffic(func(tr *api.Traffic) { tr.Weights = api.CanaryWeights(30) })); err != nil {
 		t.Fatal(err)

@@ -36,6 +36,7 @@ type sotwType struct {
 // sent many times.
 type sotwResponse struct {
 	key   string
+	gen   uint64      // the generation of the type set it was built from
 	res   []*resource // sorted by name
 	nonce string
 	encoded
@@ -158,7 +159,7 @@ func (ts *typeSet) response(s *Server, key string, wildcard bool, names []string
 	if v, ok := ts.responses.Load(key); ok {
 		return v.(*sotwResponse)
 	}
-	r := &sotwResponse{key: key}
+	r := &sotwResponse{key: key, gen: ts.gen}
 	if wildcard {
 		r.res = ts.all()
 	} else {
@@ -189,6 +190,19 @@ func (ts *typeSet) response(s *Server, key string, wildcard bool, names []string
 func (ts *typeSet) unchangedSince(last *sotwResponse, key string, wildcard bool, names []string) bool {
 	if last == nil || last.key != key {
 		return false
+	}
+	if last.gen == ts.gen {
+		return true // the same set: this type did not change since
+	}
+	if changed, ok := ts.log.since(last.gen); ok && !wildcard {
+		// The names changed since, from the set's change log: a gRPC
+		// client subscribes to tens of names, a publish changes a few.
+		for _, n := range changed {
+			if _, in := slices.BinarySearch(names, n); in {
+				return false
+			}
+		}
+		return true
 	}
 	if wildcard {
 		return slices.Equal(ts.all(), last.res)
