@@ -1,6 +1,9 @@
 package gateway
 
-import "sync/atomic"
+import (
+	"slices"
+	"sync/atomic"
+)
 
 // How far back a type's change log reaches: a delta stream that missed
 // more generations than this, or more changed names than this, compares
@@ -56,6 +59,27 @@ func (l *changeLog) since(gen uint64) ([]string, bool) {
 		}
 	}
 	return nil, false
+}
+
+// anyChangedSince reports whether one of names (sorted) changed after
+// generation gen, and ok false when it cannot tell: the log does not reach
+// back to gen and none of names changed in the part it holds. It walks the
+// log in place: a stream asks on every publish.
+func (l *changeLog) anyChangedSince(gen uint64, names []string) (changed, ok bool) {
+	for n := l; n != nil; n = n.prev.Load() {
+		if n.from < gen {
+			return false, false // past gen: it is no generation of this type
+		}
+		for _, name := range n.names {
+			if _, in := slices.BinarySearch(names, name); in {
+				return true, true
+			}
+		}
+		if n.from == gen {
+			return false, true
+		}
+	}
+	return false, false
 }
 
 func unionNames(logs []*changeLog) []string {

@@ -33,6 +33,36 @@ func TestChangeLogSince(t *testing.T) {
 	}
 }
 
+func TestChangeLogAnyChangedSince(t *testing.T) {
+	var l *changeLog
+	for _, g := range []struct {
+		from  uint64
+		names []string
+	}{{0, []string{"a", "b"}}, {1, []string{"b", "c"}}, {4, []string{"d"}}} {
+		l = newChangeLog(g.from, g.names, l)
+	}
+	for _, tc := range []struct {
+		gen         uint64
+		names       []string
+		changed, ok bool
+	}{
+		{4, []string{"d"}, true, true},
+		{4, []string{"a", "b", "c"}, false, true}, // changed before 4 only
+		{1, []string{"a", "e"}, false, true},
+		{0, []string{"a", "e"}, true, true},
+		{1, []string{"c", "x"}, true, true},
+		{2, []string{"a"}, false, false},    // never a generation of this type
+		{2, []string{"d", "z"}, true, true}, // changed in what the log holds
+		{0, nil, false, true},               // no subscribed name
+		{4, []string{"c", "d", "e"}, true, true},
+	} {
+		changed, ok := l.anyChangedSince(tc.gen, tc.names)
+		if changed != tc.changed || ok != tc.ok {
+			t.Errorf("anyChangedSince(%d, %v) = %v, %v; want %v, %v", tc.gen, tc.names, changed, ok, tc.changed, tc.ok)
+		}
+	}
+}
+
 func TestChangeLogBounded(t *testing.T) {
 	var l *changeLog
 	for g := range uint64(3 * changeLogGenerations) {

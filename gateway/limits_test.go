@@ -422,7 +422,7 @@ func TestPublishOfOtherHostsBuildsNoResponse(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, ok := s.snap.Load().types[rds].log.since(st.sotw[rds].lastSent.gen); ok {
+	if _, ok := s.snap.Load().types[rds].log.since(st.sotw[rds].current); ok {
 		t.Fatal("the change log still reaches back to the last response: the comparison one by one is not tested")
 	}
 	if r := send(); r != nil {

@@ -186,6 +186,19 @@ type scrape struct {
 	Series  int
 }
 
+// allocatedBytes is what the daemon allocated since it started.
+func (d *daemon) allocatedBytes() (float64, error) {
+	s, err := d.scrape()
+	if err != nil {
+		return 0, err
+	}
+	v, ok := s.Samples["go_memstats_alloc_bytes_total"]
+	if !ok {
+		return 0, errors.New("metrics: no go_memstats_alloc_bytes_total")
+	}
+	return v, nil
+}
+
 func (d *daemon) scrape() (scrape, error) {
 	start := time.Now()
 	resp, err := http.Get(d.url + "/metrics")

@@ -162,6 +162,7 @@ func printTable(w io.Writer, r Result) error {
 			[2]string{fmt.Sprintf("  same, through %d gRPC clients' resolvers", r.ClientsMeasured), fmt.Sprintf("p50 %.2f s  p99 %.2f s  max %.2f s", r.ClientP50, r.ClientP99, r.ClientMax)},
 			[2]string{"  daemon CPU until the last at step 1", fmt.Sprintf("%.1f s (%.0f %% of one core)", r.CommitCPUSeconds, r.CommitCPUPercent)},
 			[2]string{"  daemon CPU until the last past its analysis (step 2)", fmt.Sprintf("%.1f s", r.CommitStep2CPUSeconds)},
+			[2]string{"  memory allocated until then", mib(r.CommitAllocatedBytes)},
 			[2]string{"  peak RSS until then (VmHWM, reset at the webhook)", mib(float64(r.CommitPeakRSSBytes))},
 			[2]string{"  ACK timeouts / status times from polling", fmt.Sprintf("%d / %d", r.AckTimeouts, r.StatusPolled)},
 			[2]string{fmt.Sprintf("%d canaries in analysis: first at step 1 → last past it", r.Changed), fmt.Sprintf("%.1f s", r.AnalysisSeconds)},

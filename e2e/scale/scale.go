@@ -87,6 +87,11 @@ type Result struct {
 	// time as the figure until step 1 does on a loaded machine (the
 	// analyses of the rollouts already at step 1 run meanwhile).
 	CommitStep2CPUSeconds float64
+	// CommitAllocatedBytes is what the daemon allocated over the same span
+	// (go_memstats_alloc_bytes_total; the two scrapes' own allocation
+	// included, a few MB): the garbage collector's work follows it, and it
+	// spreads far less from run to run than CPU time on a shared machine.
+	CommitAllocatedBytes float64
 	StatusPolled          int // status times the event stream missed (filled by polling: upper bounds)
 
 	// Runner throughput with Changed canaries in analysis at once: from
@@ -452,6 +457,10 @@ func measureCommit(ctx context.Context, d *daemon, c *client.Client, repo *gitRe
 	}
 	timeouts := d.ackTimeouts()
 	measured0, conns0 := stats.count.Load(), stats.conns.Load()
+	alloc0, err := d.allocatedBytes()
+	if err != nil {
+		return err
+	}
 	cpu0, err := cpuTicks(d.pid)
 	if err != nil {
 		return err
@@ -478,6 +487,11 @@ func measureCommit(ctx context.Context, d *daemon, c *client.Client, repo *gitRe
 	if res.CommitStep2CPUSeconds, err = cpuSecondsSince(d.pid, cpu0); err != nil {
 		return err
 	}
+	alloc1, err := d.allocatedBytes()
+	if err != nil {
+		return err
+	}
+	res.CommitAllocatedBytes = alloc1 - alloc0
 	res.CommitPeakRSSBytes = peakRSS(d.pid)
 	res.AckTimeouts = d.ackTimeouts() - timeouts
 

@@ -57,6 +57,9 @@ func TestScaleSmall(t *testing.T) {
 		t.Errorf("peak RSS: %d B from the start with %d B idle, %d B over the commit; want the peak at least the idle RSS, and a commit peak",
 			full.LoadPeakRSSBytes, full.RSSBytes, full.CommitPeakRSSBytes)
 	}
+	if full.CommitAllocatedBytes <= 0 {
+		t.Errorf("the commit allocated %.0f B, want a positive amount", full.CommitAllocatedBytes)
+	}
 	// No goroutine per idle rollout: 250 more rollouts may add a few
 	// (timing noise), never one each.
 	if grew := full.Goroutines - half.Goroutines; grew > 25 {
