@@ -92,7 +92,7 @@ type Result struct {
 	// included, a few MB): the garbage collector's work follows it, and it
 	// spreads far less from run to run than CPU time on a shared machine.
 	CommitAllocatedBytes float64
-	StatusPolled          int // status times the event stream missed (filled by polling: upper bounds)
+	StatusPolled         int // status times the event stream missed (filled by polling: upper bounds)
 
 	// Runner throughput with Changed canaries in analysis at once: from
 	// the first to reach step 1 until the last passed its analysis.
