@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -357,9 +358,10 @@ func TestResponseCache(t *testing.T) {
 // none of a stream's resources sends it nothing and builds no response for
 // its subscription, that a change of one of them is sent (both while the
 // type set's change log reaches back to the last response and past it),
-// and that a new subscription to the same resources is answered. The stream is driven as
-// the handler drives it (sotwRequest, then sotwSend on each publish) into a
-// sink, so what was built can be counted between publishes.
+// and that a new subscription to the same resources is answered. The
+// stream is driven as the handler drives it (sotwRequest, then sotwSend on
+// each publish) into a sink, so what was built can be counted between
+// publishes.
 func TestPublishOfOtherHostsBuildsNoResponse(t *testing.T) {
 	s, err := New(Options{})
 	if err != nil {
@@ -396,47 +398,55 @@ func TestPublishOfOtherHostsBuildsNoResponse(t *testing.T) {
 		}
 		return sink.sotw[rds]
 	}
-	subscribe(host)
-	if r := send(); len(r.GetResources()) != 1 {
-		t.Fatalf("first response %v, want the host's route configuration", r)
-	}
-	if _, err := s.SetTraffic(other(50)); err != nil {
-		t.Fatal(err)
-	}
-	if r := send(); r != nil {
-		t.Errorf("sent %v after a publish that changed only another host", r)
-	}
-	if got := s.cachedResponses(); got != 0 {
-		t.Errorf("%d responses built for a publish that changed none of the stream's resources, want 0", got)
-	}
-	if _, err := s.SetTraffic(traffic(func(tr *api.Traffic) { tr.Weights = api.CanaryWeights(20) })); err != nil {
-		t.Fatal(err)
-	}
-	if r := send(); len(r.GetResources()) != 1 {
-		t.Errorf("response after the host's own change %v, want its route configuration", r)
-	}
-	// Past what the type sets' change log reaches back to: the
-	// subscription's resources are compared one by one instead.
-	for i := range changeLogGenerations + 2 {
-		if _, err := s.SetTraffic(other(int32(i%2*40 + 20))); err != nil {
+	publish := func(tr api.Traffic) {
+		t.Helper()
+		if _, err := s.SetTraffic(tr); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, ok := s.snap.Load().types[rds].log.since(st.sotw[rds].current); ok {
-		t.Fatal("the change log still reaches back to the last response: the comparison one by one is not tested")
+	ownChange := func(canary int32) {
+		publish(traffic(func(tr *api.Traffic) { tr.Weights = api.CanaryWeights(canary) }))
 	}
-	if r := send(); r != nil {
-		t.Errorf("sent %v after %d publishes that changed only another host", r, changeLogGenerations+2)
+	// longRun publishes only another host, more often than the type sets'
+	// change log reaches back.
+	longRun := func() {
+		for i := range changeLogGenerations + 2 {
+			publish(other(int32(i%2*40 + 20)))
+		}
+		if _, ok := s.snap.Load().types[rds].log.since(st.sotw[rds].current); ok {
+			t.Fatal("the change log still reaches back to the last response: the comparison one by one is not tested")
+		}
 	}
-	if got := s.cachedResponses(); got != 0 {
-		t.Errorf("%d responses built after publishes that changed none of the stream's resources, want 0", got)
+	wantRoute := func(when string) {
+		t.Helper()
+		if r := send(); len(r.GetResources()) != 1 {
+			t.Errorf("response %s: %v, want the host's route configuration", when, r)
+		}
 	}
-	if _, err := s.SetTraffic(traffic(func(tr *api.Traffic) { tr.Weights = api.CanaryWeights(30) })); err != nil {
-		t.Fatal(err)
+	// nothingBuilt checks that publishes of another host sent nothing and
+	// built no response.
+	nothingBuilt := func(when string) {
+		t.Helper()
+		if r := send(); r != nil {
+			t.Errorf("sent %v %s", r, when)
+		}
+		if got := s.cachedResponses(); got != 0 {
+			t.Errorf("%d responses built %s, want 0", got, when)
+		}
 	}
-	if r := send(); len(r.GetResources()) != 1 {
-		t.Errorf("response after the host's own change %v, want its route configuration", r)
-	}
+	subscribe(host)
+	wantRoute("to the subscription")
+	publish(other(50))
+	nothingBuilt("after a publish that changed only another host")
+	ownChange(20)
+	wantRoute("to the host's own change, read in the change log")
+	// Past what the log holds, the subscription's resources are compared
+	// one by one.
+	longRun()
+	nothingBuilt(fmt.Sprintf("after %d publishes that changed only another host", changeLogGenerations+2))
+	ownChange(30)
+	longRun()
+	wantRoute("to the host's own change, further back than the change log")
 	subscribe(host, "nothing.internal") // the same resources under a new subscription
 	if r := send(); len(r.GetResources()) != 1 {
 		t.Errorf("response to a new subscription of the same resources %v, want the route configuration", r)

@@ -189,10 +189,9 @@ func (ts *typeSet) response(s *Server, key string, wildcard bool, names []string
 // unchangedSince reports, without building a response, whether the
 // response of this type set for a subscription would carry exactly the
 // resources of last, sent to it before and found current at generation
-// current of the type set: every stream asks on every publish,
-// and most publishes change none of a gRPC client's few resources (building
-// the response to find that out was 7 % of what a 1,000-rollout commit
-// allocated).
+// current of the type set. Every stream asks on every publish, and most
+// publishes change none of a gRPC client's resources: building the
+// response to find that out was up to 15 MB of a 1,000-rollout commit.
 func (ts *typeSet) unchangedSince(last *sotwResponse, current uint64, key string, wildcard bool, names []string) bool {
 	if last == nil || last.key != key {
 		return false
@@ -200,16 +199,15 @@ func (ts *typeSet) unchangedSince(last *sotwResponse, current uint64, key string
 	if current == ts.gen {
 		return true // the same set: this type did not change since
 	}
-	if !wildcard {
-		// The names changed since, from the set's change log: a gRPC
-		// client subscribes to tens of names, a publish changes a few.
-		if changed, ok := ts.log.anyChangedSince(current, names); ok {
-			return !changed
-		}
-	}
 	if wildcard {
 		return slices.Equal(ts.all(), last.res)
 	}
+	// The set's change log names what changed since: a gRPC client
+	// subscribes to tens of names, a publish changes a few.
+	if changed, ok := ts.log.anyChangedSince(current, names); ok {
+		return !changed
+	}
+	// Past what the log holds: compare the resources one by one.
 	i := 0
 	for _, n := range names {
 		x := ts.get(n)
