@@ -143,16 +143,6 @@ func newHARig(t *testing.T) *haRig {
 	return h
 }
 
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func (h *haRig) start() *haReplica { return h.startWith(h.c.Kubeconfig) }
 
 // startWith starts a replica that reaches the apiserver with kubeconfig.
@@ -160,7 +150,7 @@ func (h *haRig) startWith(kubeconfig string) *haReplica {
 	t := h.t
 	h.starts++
 	r := &haReplica{identity: fmt.Sprintf("sluice-%d", h.starts), log: &testkit.SyncBuffer{}, exited: make(chan struct{}),
-		httpAddr: freeLoopbackAddr(t), xdsAddr: freeLoopbackAddr(t)}
+		httpAddr: testkit.FreeLoopbackAddr(t), xdsAddr: testkit.FreeLoopbackAddr(t)}
 	r.cmd = exec.Command(sluiceBin, "run",
 		"--repo", h.repo.origin, "--branch", "main", "--interval", "500ms",
 		"--state-dir", filepath.Join(t.TempDir(), "state"),

@@ -44,7 +44,7 @@ func TestKubeLeaderRefusedGivesUp(t *testing.T) {
 	cmd := exec.Command(sluiceBin, "run",
 		"--repo", repo.origin, "--branch", "main", "--interval", "500ms",
 		"--state-dir", filepath.Join(t.TempDir(), "state"),
-		"--xds-addr", freeLoopbackAddr(t), "--http-addr", freeLoopbackAddr(t),
+		"--xds-addr", testkit.FreeLoopbackAddr(t), "--http-addr", testkit.FreeLoopbackAddr(t),
 		"--kubernetes", "--kubeconfig", kubeconfig,
 		"--leader-elect", "--state-store", "kubernetes", "--namespace", ns, "--watch-namespaces", ns,
 		"--log-format", "json")

@@ -37,7 +37,7 @@ func startCollector(t *testing.T) *collector {
 	}
 	bin := strings.TrimSpace(string(binOut))
 	dir := t.TempDir()
-	addr := freeLoopbackAddr(t)
+	addr := testkit.FreeLoopbackAddr(t)
 	c := &collector{httpEndpoint: "http://" + addr, out: filepath.Join(dir, "traces.json")}
 	config := fmt.Sprintf(`receivers:
   otlp:

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/sluice-dev/sluice/controller/daemon"
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
 
 // TestFollowerXDSBindsBeforeSync: a follower accepts xDS connections while
@@ -33,7 +34,7 @@ func TestFollowerXDSBindsBeforeSync(t *testing.T) {
 	defer apiserver.Close()
 	defer close(release)
 
-	addr := freeLoopbackAddr(t)
+	addr := testkit.FreeLoopbackAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	started := make(chan error, 1)
@@ -70,14 +71,4 @@ func TestFollowerXDSBindsBeforeSync(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the follower's start did not end after its context was cancelled")
 	}
-}
-
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

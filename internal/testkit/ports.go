@@ -1,0 +1,63 @@
+package testkit
+
+import (
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// lowestPort is the lowest port FreeLoopbackAddr hands out: below it are the
+// well-known and many fixed service ports.
+const lowestPort = 10000
+
+// FreeLoopbackAddr returns 127.0.0.1:PORT with a port nothing listens on,
+// for a process a test starts that must be told its address before it
+// binds it. The port is below the kernel's ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range, 32768 and up by default): a port
+// the kernel handed out for a moment (net.Listen on port 0, then closed)
+// may go to any outgoing connection of the machine before the process binds
+// it, and a replica's start failed in CI that way ("bind: address already
+// in use"). Outside Linux, or with an ephemeral range that starts too low,
+// it takes the kernel's port as before.
+func FreeLoopbackAddr(t testing.TB) string {
+	t.Helper()
+	if ephemeral := ephemeralLow(); ephemeral > lowestPort+1000 {
+		for range 100 {
+			port := lowestPort + rand.IntN(ephemeral-lowestPort)
+			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+			if err != nil {
+				continue // taken
+			}
+			addr := l.Addr().String()
+			l.Close()
+			return addr
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range, 0 when
+// it cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) != 2 {
+		return 0
+	}
+	n, err := strconv.Atoi(fields[0])
+	if err != nil {
+		return 0
+	}
+	return n
+}
