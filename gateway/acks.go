@@ -109,8 +109,8 @@ type ackWait struct {
 	full    time.Time // last full scan
 	subs    uint64    // Server.subscriptions at the last full scan
 
-	needsOf *snapshot                // the snapshot needs was made for
-	needs   func(view string) []need // viewNeeds of needsOf
+	needsSnap *snapshot                // the snapshot needs was made for
+	needs     func(view string) []need // viewNeeds of needsSnap
 }
 
 // fullScanEvery is how often, at most, a waiting WaitForAck looks at every
@@ -130,10 +130,10 @@ func (s *Server) ackStatus(host string, v uint64, w *ackWait) (int, api.Key, err
 	if v > snap.gen {
 		return 0, key, fmt.Errorf("wait for ack: version %d of %s was never published", v, host)
 	}
-	if w.needsOf != snap {
+	if w.needsSnap != snap {
 		// What each view needs is the same for every check against one
 		// snapshot; a waiter is checked on every ACK of its names.
-		w.needsOf, w.needs = snap, viewNeeds(snap, host, v)
+		w.needsSnap, w.needs = snap, viewNeeds(snap, host, v)
 	}
 	n, err := s.countPending(host, w.needs, w)
 	return n, key, err

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -9,21 +10,19 @@ import (
 	"testing"
 )
 
-// lowestPort is the lowest port FreeLoopbackAddr hands out: below it are the
+// lowestPort is the lowest port FreeAddr hands out: below it are the
 // well-known and many fixed service ports.
 const lowestPort = 10000
 
-// FreeLoopbackAddr returns 127.0.0.1:PORT with a port nothing listens on,
-// for a process a test starts that must be told its address before it
-// binds it. The port is below the kernel's ephemeral range
-// (/proc/sys/net/ipv4/ip_local_port_range, 32768 and up by default): a port
-// the kernel handed out for a moment (net.Listen on port 0, then closed)
-// may go to any outgoing connection of the machine before the process binds
-// it, and a replica's start failed in CI that way ("bind: address already
-// in use"). Outside Linux, or with an ephemeral range that starts too low,
-// it takes the kernel's port as before.
-func FreeLoopbackAddr(t testing.TB) string {
-	t.Helper()
+// FreeAddr returns a loopback host:port that was free a moment ago, for a
+// process that must be told its address before it binds it. The port is
+// below the kernel's ephemeral range (/proc/sys/net/ipv4/ip_local_port_range,
+// 32768 and up by default): a port the kernel handed out for a moment
+// (net.Listen on port 0, then closed) may go to any outgoing connection of
+// the machine before the process binds it, and a replica's start failed in
+// CI that way ("bind: address already in use"). Outside Linux, or with an
+// ephemeral range that starts too low, it takes the kernel's port.
+func FreeAddr() (string, error) {
 	if ephemeral := ephemeralLow(); ephemeral > lowestPort+1000 {
 		for range 100 {
 			port := lowestPort + rand.IntN(ephemeral-lowestPort)
@@ -33,15 +32,25 @@ func FreeLoopbackAddr(t testing.TB) string {
 			}
 			addr := l.Addr().String()
 			l.Close()
-			return addr
+			return addr, nil
 		}
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return "", fmt.Errorf("pick a port: %w", err)
 	}
 	defer l.Close()
-	return l.Addr().String()
+	return l.Addr().String(), nil
+}
+
+// FreeLoopbackAddr is FreeAddr for a test, which fails if there is none.
+func FreeLoopbackAddr(t testing.TB) string {
+	t.Helper()
+	addr, err := FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
 }
 
 // ephemeralLow is the first port of the kernel's ephemeral range, 0 when

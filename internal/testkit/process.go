@@ -3,7 +3,6 @@ package testkit
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os/exec"
 	"sync"
@@ -118,14 +117,4 @@ func answers(url string) bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
-}
-
-// FreeAddr returns a loopback host:port that was free a moment ago.
-func FreeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("pick a port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
