@@ -74,6 +74,10 @@ func startDaemon(ctx context.Context, bin, dir string, repo *gitRepo, extra []st
 	if err != nil {
 		return nil, err
 	}
+	if err := evictFromPageCache(bin); err != nil {
+		lf.Close()
+		return nil, err
+	}
 	cmd := exec.Command(bin, args...)
 	// The daemon must not outlive this program, however it ends.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
