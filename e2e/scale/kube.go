@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,6 +25,7 @@ import (
 	"github.com/sluice-dev/sluice/controller/httpapi/client"
 	"github.com/sluice-dev/sluice/controller/workload"
 	"github.com/sluice-dev/sluice/internal/kubetest"
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
 
 // KubeConfig is the Kubernetes mode of the benchmark: the informer memory
@@ -471,7 +471,7 @@ func poll(ctx context.Context, timeout time.Duration, what string, cond func() (
 // given state store, sluice's namespace, a pprof listener (its address is
 // returned) and extra flags, and an API client of it.
 func startKubeDaemon(ctx context.Context, bin, dir string, repo *gitRepo, kubeconfig, store string, extra []string) (*daemon, *client.Client, string, error) {
-	debugAddr, err := freeLoopbackAddr()
+	debugAddr, err := testkit.FreeAddr()
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -487,15 +487,6 @@ func startKubeDaemon(ctx context.Context, bin, dir string, repo *gitRepo, kubeco
 		return nil, nil, "", err
 	}
 	return d, apic, debugAddr, nil
-}
-
-func freeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // moduleRoot is the directory of go.mod above the working directory.

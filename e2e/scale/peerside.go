@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/internal/kubetest"
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
 
 // The two sides of the side-by-side run: how each controller is started,
@@ -160,7 +161,7 @@ func runArgoLoad(ctx context.Context, build argoBuild, cfg PeerConfig, c *kubete
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	ports, err := freeLoopbackPorts(2)
+	ports, err := testkit.FreePorts(2)
 	if err != nil {
 		return nil, err
 	}
@@ -296,20 +297,6 @@ func (p *proc) stop() {
 		_ = p.cmd.Process.Kill()
 		<-p.exited
 	}
-}
-
-func freeLoopbackPorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for range n {
-		addr, err := freeLoopbackAddr()
-		if err != nil {
-			return nil, err
-		}
-		_, port, _ := strings.Cut(addr, ":")
-		p, _ := strconv.Atoi(port)
-		ports = append(ports, p)
-	}
-	return ports, nil
 }
 
 // planeCPU is the CPU seconds each of a control plane's processes had

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
+
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
 
 // IstiodVersion is the istio.io/istio pseudo-version hack/istiod.sh builds
@@ -127,7 +128,7 @@ func startIstiod(c *Cluster) (*Istiod, error) {
 	if err := os.WriteFile(networks, []byte(istiodMeshNetworks), 0o644); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(5)
+	ports, err := testkit.FreePorts(5)
 	if err != nil {
 		return nil, err
 	}
@@ -221,24 +222,4 @@ func applyCRDDoc(ctx context.Context, dyn dynamic.Interface, doc []byte) error {
 		return nil
 	}
 	return ApplyCRD(ctx, dyn, u)
-}
-
-// freePorts returns n distinct free loopback ports.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

@@ -43,6 +43,28 @@ func FreeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
+// FreePorts is n distinct ports from FreeAddr, for a process given several.
+func FreePorts(n int) ([]int, error) {
+	seen := map[int]bool{}
+	ports := make([]int, 0, n)
+	for len(ports) < n {
+		addr, err := FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		_, p, _ := net.SplitHostPort(addr)
+		port, err := strconv.Atoi(p)
+		if err != nil {
+			return nil, fmt.Errorf("pick a port: %q: %w", addr, err)
+		}
+		if !seen[port] {
+			seen[port] = true
+			ports = append(ports, port)
+		}
+	}
+	return ports, nil
+}
+
 // FreeLoopbackAddr is FreeAddr for a test, which fails if there is none.
 func FreeLoopbackAddr(t testing.TB) string {
 	t.Helper()

@@ -25,3 +25,28 @@ func TestFreeLoopbackAddrBelowEphemeralRange(t *testing.T) {
 		}
 	}
 }
+
+// TestFreePortsDistinct checks that FreePorts hands out as many distinct
+// ports as asked, each bindable.
+func TestFreePortsDistinct(t *testing.T) {
+	ports, err := FreePorts(50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, port := range ports {
+		if seen[port] {
+			t.Errorf("port %d handed out twice", port)
+		}
+		seen[port] = true
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			t.Errorf("port %d cannot be bound: %v", port, err)
+			continue
+		}
+		l.Close()
+	}
+	if len(ports) != 50 {
+		t.Errorf("%d ports, want 50", len(ports))
+	}
+}
