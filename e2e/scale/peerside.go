@@ -168,12 +168,12 @@ func runArgoLoad(ctx context.Context, build argoBuild, cfg PeerConfig, c *kubete
 	args := append(argoControllerArgs(c.Kubeconfig, ports[0], ports[1]), cfg.ArgoArgs...)
 	side.Controller, side.Args = "argo-rollouts "+build.version, args
 	side.Scheduler = &ProcessUsage{}
-	start := time.Now()
 	for _, bin := range []string{build.bin, filepath.Join(kubetest.BinDir(), "kube-scheduler")} {
 		if err := evictFromPageCache(bin); err != nil {
 			return nil, err
 		}
 	}
+	start := time.Now()
 	a := &peerArgo{}
 	if a.scheduler, err = kubetest.RunKubeScheduler(c, dir, cfg.SchedulerQPS); err != nil {
 		return nil, err

@@ -77,10 +77,10 @@ func rssSplit(pid int) (anon, file int64) {
 // own page faults, as on a node that has just pulled the image. A file's
 // pages stay cached in folios of the sizes they were written or read in,
 // up to 2 MiB, and a fault maps the whole folio: the same sluice build,
-// copied or built anew, started with 56 or 61 MiB of its binary's pages
-// (RssFile) and a change's peak RSS moved by 11 MiB between two builds of
-// equal code. A page some process still maps stays (a run's binaries are
-// mapped by nothing else).
+// copied or built anew, started idle with 56 or 61 MiB of its binary's
+// pages (RssFile), and two builds of equal code held 65 and 72–76 MiB of
+// them through a change (docs/scale.md, "The binaries' pages"). A page some
+// process still maps stays (a run's binaries are mapped by nothing else).
 func evictFromPageCache(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
