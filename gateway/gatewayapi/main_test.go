@@ -2,7 +2,6 @@ package gatewayapi_test
 
 import (
 	"context"
-	"flag"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -19,8 +18,6 @@ import (
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	"sigs.k8s.io/yaml"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/golden")
 
 // The route tests run against a real kube-apiserver with the Gateway API
 // CRDs. gatewayapitest.Controller plays the gateway controller by writing

@@ -1,10 +1,8 @@
 package gatewayapi_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +12,7 @@ import (
 	"github.com/sluice-dev/sluice/gateway"
 	"github.com/sluice-dev/sluice/gateway/gatewayapi"
 	"github.com/sluice-dev/sluice/gateway/gatewayapi/gatewayapitest"
+	"github.com/sluice-dev/sluice/internal/testkit"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -97,19 +96,7 @@ func TestGoldenRoutes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			file := filepath.Join("testdata", "golden", s.name+".yaml")
-			if *update {
-				if err := os.WriteFile(file, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("route spec after %s differs from %s:\n%s", s.name, file, got)
-			}
+			testkit.Golden(t, filepath.Join("testdata", "golden", s.name+".yaml"), got)
 		})
 	}
 }
