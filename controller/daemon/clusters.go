@@ -380,8 +380,9 @@ func readyPods(sets []workload.ReplicaSetStatus) int {
 }
 
 // expandClusters replaces each multi-cluster rollout of set by its parts;
-// a version already seated keeps its plan (what the runner holds), and a
-// new plan puts the clusters that cannot be reached after the others.
+// a version already seated keeps its plan (what the runner holds; a part
+// it holds no seat for joins that plan), and a new plan puts the clusters
+// that cannot be reached after the others.
 func (d *Daemon) expandClusters(set *api.Set) *api.Set {
 	if d.kube == nil || set == nil {
 		return set

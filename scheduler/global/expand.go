@@ -2,6 +2,7 @@ package global
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -57,21 +58,25 @@ func (p *Planner) Expand(set *api.Set, facts Facts, seats Seats) *api.Set {
 }
 
 // expandOne makes the parts of one rollout: the seats the parts hold for
-// this version if every cluster that passes the filters has one, else a
-// new plan.
+// this version, with a free seat of that plan for a selected cluster
+// whose part holds none (joinPlan); a new plan when no part holds one.
 func (p *Planner) expandOne(r *api.Rollout, clusters []Cluster, seats Seats) ([]*api.Rollout, error) {
 	sel, err := labels.Parse(r.Placement.Clusters)
 	if err != nil {
 		return nil, err
 	}
 	candidates, _ := p.filter(&Request{Selector: sel}, clusters)
-	kept, ok := keptSeats(r, candidates, seats)
-	if !ok {
+	kept, unseated, ok := keptSeats(r, candidates, seats)
+	if !ok || len(unseated) > 0 {
 		waves, err := p.Plan(clusters, sel, r.Placement.Waves)
 		if err != nil {
 			return nil, err
 		}
-		kept = seatsOf(r, waves)
+		if ok {
+			kept = append(kept, joinPlan(r, kept, unseated, waves)...)
+		} else {
+			kept = seatsOf(r, waves)
+		}
 	}
 	parts := make([]*api.Rollout, 0, len(kept))
 	for _, seat := range kept {
@@ -83,27 +88,69 @@ func (p *Planner) expandOne(r *api.Rollout, clusters []Cluster, seats Seats) ([]
 	return parts, nil
 }
 
-// keptSeats are the seats every selected cluster's part holds for r's
-// version, when they all hold one of one plan.
-func keptSeats(r *api.Rollout, selected []Cluster, seats Seats) ([]*api.WaveSeat, bool) {
-	if len(selected) == 0 {
-		return nil, false
-	}
+// keptSeats are the seats the selected clusters' parts hold for r's
+// version, and the selected clusters whose part holds none; false when no
+// part holds one or the seats held are not of one plan.
+func keptSeats(r *api.Rollout, selected []Cluster, seats Seats) (kept []*api.WaveSeat, unseated []string, ok bool) {
 	hash := ""
 	if r.Workload != nil {
 		hash = r.Workload.PodTemplateHash
 	}
-	var out []*api.WaveSeat
 	for _, c := range selected {
 		seat := seats(r.Key.InCluster(c.Name), r.Version, hash)
-		if seat == nil || (len(out) > 0 && seat.Waves != out[0].Waves) {
-			return nil, false
+		if seat == nil {
+			unseated = append(unseated, c.Name)
+			continue
+		}
+		if len(kept) > 0 && seat.Waves != kept[0].Waves {
+			return nil, nil, false
 		}
 		s := *seat
 		s.HoldAtFull = holdsAtFull(r, s.Wave, s.Waves)
-		out = append(out, &s)
+		kept = append(kept, &s)
 	}
-	return out, true
+	return kept, unseated, len(kept) > 0
+}
+
+// joinPlan seats the unseated clusters in the plan the kept seats are of,
+// so that no seated cluster moves to another wave mid-version: each takes,
+// in the order of a new plan (waves), the first wave that has fewer
+// clusters than the new plan gives it, else the last wave. A part that
+// was held back while its cluster was not connected (so the runner kept
+// no seat for it) thus gets back the seat it was planned in: a cluster
+// that cannot be reached is planned after the reachable ones, and the
+// seats left free are the last ones. Were it planned anew instead, the
+// version would have two plans: two first waves and no last one, whose
+// part serves the clients of no cluster (gateway/views.go).
+func joinPlan(r *api.Rollout, kept []*api.WaveSeat, unseated []string, waves []Wave) []*api.WaveSeat {
+	n := kept[0].Waves
+	free := make([]int, n)
+	if len(waves) == n {
+		for i, w := range waves {
+			free[i] = len(w.Clusters)
+		}
+	}
+	for _, s := range kept {
+		if s.Wave >= 1 && s.Wave <= n {
+			free[s.Wave-1]--
+		}
+	}
+	var out []*api.WaveSeat
+	for _, w := range waves {
+		for _, c := range w.Clusters {
+			if !slices.Contains(unseated, c) {
+				continue
+			}
+			wave := n
+			if i := slices.IndexFunc(free, func(f int) bool { return f > 0 }); i >= 0 {
+				wave = i + 1
+			}
+			free[wave-1]--
+			out = append(out, &api.WaveSeat{Cluster: c, Wave: wave, Waves: n, HoldAtFull: holdsAtFull(r, wave, n),
+				Reason: fmt.Sprintf("wave %d: %s (seated when its part joined the version's plan)", wave, c)})
+		}
+	}
+	return out
 }
 
 // seatsOf seats each planned cluster in its wave.

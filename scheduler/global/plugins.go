@@ -36,8 +36,8 @@ func NewInTreeRegistry() Registry {
 // the blast radius (reachable clusters first, then the fewest stable
 // pods, then the lowest request share). The Reachable filter is not in
 // it: a cluster it drops gets no part, so what runs there is left out of
-// the rollout, and a cluster that comes back mid-version has no seat,
-// which makes a new plan for every cluster (docs/multi-cluster.md).
+// the rollout, and a cluster that comes back mid-version has no seat: it
+// joins the version's plan late (joinPlan, docs/multi-cluster.md).
 func DefaultPlugins() []scheduler.PluginConfig {
 	return []scheduler.PluginConfig{
 		{Name: ClusterSelectorName},
