@@ -57,7 +57,10 @@ type clusterClient struct {
 // implementations, each saying by its node locality which cluster it runs
 // in (grpc-go in eu-1, gRPC C-core in us-1, grpc-js in eu-2, and a grpc-go
 // client of no cluster). Every pod's backend answers with its version and
-// its cluster, so a call tells which cluster's pod answered:
+// its cluster, so a call tells which cluster's pod answered. sluice
+// starts while eu-2's apiserver is down, so eu-2's part joins v1's plan
+// once eu-2 is up:
+//   - eu-2's part takes the seat it was planned in, the last wave;
 //   - every client reaches only its own cluster's pods (the client of no
 //     cluster follows the last wave's cluster, eu-2);
 //   - a wave's weight applies to its cluster's clients only: while eu-1's
@@ -74,11 +77,34 @@ func TestKubeMultiClusterXDS(t *testing.T) {
 	}
 	repo := newGitRepo(t)
 	repo.push("v1", map[string]string{"rollouts/mx.yaml": multiClusterXDSRollout(f.ns, v1, "hold")})
-	d := startDaemon(t, repo, f.flags...)
-	for _, c := range []string{"eu-1", "eu-2", "us-1"} {
+	// sluice starts while eu-2's apiserver is down: v1 is planned with
+	// eu-2 last (it cannot be reached) and eu-2's part is held back; once
+	// eu-2 is up its part must get that seat back, wave 3 of 3, whose part
+	// serves the clients of no cluster. (A new plan at that point put eu-2,
+	// with the fewest pods, in wave 1, and left no last wave.)
+	eu2 := f.clusters["eu-2"]
+	if err := eu2.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	// It probes more often than it retries a connection (5 s), and eu-2
+	// is started once a first attempt failed: eu-2 is seen reachable, its
+	// pods the fewest, before it is connected, as when a cluster is only
+	// slow to connect at start (what CI once met).
+	d := startDaemon(t, repo, append([]string{"--cluster-probe-interval", "500ms"}, f.flags...)...)
+	for _, c := range []string{"eu-1", "us-1"} {
 		d.waitStatus(f.ns+"/mx@"+c, 90*time.Second, "stable v1", func(s httpapi.RolloutStatus) bool {
 			return s.Phase == rollout.PhaseHealthy && s.StableVersion == v1
 		})
+	}
+	d.waitLog(`"msg":"cluster not reached; its rollouts' parts hold; retrying","cluster":"eu-2"`, 60*time.Second)
+	if err := eu2.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	eu2Part := d.waitStatus(f.ns+"/mx@eu-2", 90*time.Second, "stable v1", func(s httpapi.RolloutStatus) bool {
+		return s.Phase == rollout.PhaseHealthy && s.StableVersion == v1
+	})
+	if w := eu2Part.Wave; w == nil || w.Wave != 3 || w.Waves != 3 {
+		t.Errorf("eu-2's part, connected late, seated %+v; want wave 3 of 3, the seat it was planned in", w)
 	}
 
 	impls := clientImpls(t) // grpc-go, Debian's C-core, ..., grpc-js
