@@ -203,7 +203,7 @@ func (d *Daemon) build(reg *prometheus.Registry) error {
 		d.kube.runner.Store(d.runner)
 		d.kube.waves = newWaveLoop(d.runner, d.kube.unreachable, d.log)
 	}
-	reg.MustRegister(newRolloutCollector(d.runner, d.homeCluster()))
+	reg.MustRegister(newRolloutCollector(d.runner.Gauges, d.homeCluster()))
 	d.refused = newRefusedRevisions(reg)
 	lastCommit, err := d.store.LastCommit()
 	if err != nil {
