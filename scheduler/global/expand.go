@@ -90,7 +90,7 @@ func (p *Planner) expandOne(r *api.Rollout, clusters []Cluster, seats Seats) ([]
 
 // keptSeats are the seats the selected clusters' parts hold for r's
 // version, and the selected clusters whose part holds none; false when no
-// part holds one or the seats held are not of one plan.
+// part holds one or the seats held are not of one valid plan.
 func keptSeats(r *api.Rollout, selected []Cluster, seats Seats) (kept []*api.WaveSeat, unseated []string, ok bool) {
 	hash := ""
 	if r.Workload != nil {
@@ -102,7 +102,7 @@ func keptSeats(r *api.Rollout, selected []Cluster, seats Seats) (kept []*api.Wav
 			unseated = append(unseated, c.Name)
 			continue
 		}
-		if len(kept) > 0 && seat.Waves != kept[0].Waves {
+		if seat.Waves < 1 || len(kept) > 0 && seat.Waves != kept[0].Waves {
 			return nil, nil, false
 		}
 		s := *seat
