@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"math"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/sluice-dev/sluice/controller/httpapi"
 	"github.com/sluice-dev/sluice/controller/rollout"
 	"github.com/sluice-dev/sluice/gateway/probe"
+	"github.com/sluice-dev/sluice/internal/kubetest"
 )
 
 // multiClusterXDSRollout is a canary across the fleet, one cluster a
@@ -58,8 +60,8 @@ type clusterClient struct {
 // in (grpc-go in eu-1, gRPC C-core in us-1, grpc-js in eu-2, and a grpc-go
 // client of no cluster). Every pod's backend answers with its version and
 // its cluster, so a call tells which cluster's pod answered. sluice
-// starts while eu-2's apiserver is down, so eu-2's part joins v1's plan
-// once eu-2 is up:
+// starts while eu-2 cannot be reached, so eu-2's part joins v1's plan
+// once eu-2 is connected:
 //   - eu-2's part takes the seat it was planned in, the last wave;
 //   - every client reaches only its own cluster's pods (the client of no
 //     cluster follows the last wave's cluster, eu-2);
@@ -77,29 +79,35 @@ func TestKubeMultiClusterXDS(t *testing.T) {
 	}
 	repo := newGitRepo(t)
 	repo.push("v1", map[string]string{"rollouts/mx.yaml": multiClusterXDSRollout(f.ns, v1, "hold")})
-	// sluice starts while eu-2's apiserver is down: v1 is planned with
-	// eu-2 last (it cannot be reached) and eu-2's part is held back; once
-	// eu-2 is up its part must get that seat back, wave 3 of 3, whose part
-	// serves the clients of no cluster. (A new plan at that point put eu-2,
-	// with the fewest pods, in wave 1, and left no last wave.)
+	// sluice starts while eu-2 cannot be reached (a cut proxy between
+	// them): v1 is planned with eu-2 last and eu-2's part is held back;
+	// once eu-2 is connected its part must get that seat back, wave 3 of
+	// 3, whose part serves the clients of no cluster. sluice probes more
+	// often than it retries a connection (5 s), and the proxy is restored
+	// once a first attempt failed: eu-2 is seen reachable, its pods the
+	// fewest, before it is connected, as when a cluster is only slow to
+	// connect at start (what CI once met). A new plan at that point put
+	// eu-2 in wave 1 and left no last wave.
 	eu2 := f.clusters["eu-2"]
-	if err := eu2.StopAPIServer(); err != nil {
+	u, err := url.Parse(eu2.Config.Host)
+	if err != nil {
 		t.Fatal(err)
 	}
-	// It probes more often than it retries a connection (5 s), and eu-2
-	// is started once a first attempt failed: eu-2 is seen reachable, its
-	// pods the fewest, before it is connected, as when a cluster is only
-	// slow to connect at start (what CI once met).
-	d := startDaemon(t, repo, append([]string{"--cluster-probe-interval", "500ms"}, f.flags...)...)
+	proxy := kubetest.NewCutProxy(t, u.Host)
+	viaProxy := kubeconfigVia(t, eu2, proxy.Addr())
+	flags := slices.Clone(f.flags)
+	for i, flag := range flags {
+		flags[i] = strings.Replace(flag, eu2.Kubeconfig, viaProxy, 1)
+	}
+	proxy.Cut()
+	d := startDaemon(t, repo, append([]string{"--cluster-probe-interval", "500ms"}, flags...)...)
 	for _, c := range []string{"eu-1", "us-1"} {
 		d.waitStatus(f.ns+"/mx@"+c, 90*time.Second, "stable v1", func(s httpapi.RolloutStatus) bool {
 			return s.Phase == rollout.PhaseHealthy && s.StableVersion == v1
 		})
 	}
 	d.waitLog(`"msg":"cluster not reached; its rollouts' parts hold; retrying","cluster":"eu-2"`, 60*time.Second)
-	if err := eu2.StartAPIServer(); err != nil {
-		t.Fatal(err)
-	}
+	proxy.Restore(t)
 	eu2Part := d.waitStatus(f.ns+"/mx@eu-2", 90*time.Second, "stable v1", func(s httpapi.RolloutStatus) bool {
 		return s.Phase == rollout.PhaseHealthy && s.StableVersion == v1
 	})
