@@ -20,15 +20,14 @@ import (
 // cluster; a single-cluster rollout's cluster is the home cluster.
 //
 // A rollout has seven or eight series, so a scrape of 5,000 rollouts
-// gathers 40,000. client_golang's const metrics (MustNewConstMetric) build
-// each one's labels anew, four label pairs and two string pointers per
-// label, and allocated some 26 MB per scrape at 5,000 rollouts (30 MB in
-// the heap profile of docs/scale.md's 5,000 run, Prometheus scraping every
-// 15 s costs that again and again): here each rollout's three label pairs
-// are made once a scrape and shared by its series, the phase and target
-// label pairs are shared by every rollout, and the series, their label
-// lists and values come from a few slices allocated at once
-// (BenchmarkRolloutMetricsScrape).
+// gathers 40,000, and with client_golang's const metrics
+// (MustNewConstMetric), which build each series' labels anew (four label
+// pairs, two string pointers each), it allocated 30.9 MB; Prometheus
+// scraping every 15 s pays that again and again. Here a rollout's three
+// label pairs are made once a scrape and shared by its series, the phase
+// and target pairs and the values 0 to 100 by every rollout, and the
+// series and their label lists come from a few slices allocated at once:
+// 13.7 MB (BenchmarkRolloutMetricsScrape).
 type rolloutCollector struct {
 	gauges func() []rollout.Gauges
 	home   string
@@ -83,45 +82,73 @@ const seriesPerRollout = 8
 
 func (c *rolloutCollector) Collect(ch chan<- prometheus.Metric) {
 	gauges := c.gauges()
-	series := make([]gaugeSeries, 0, seriesPerRollout*len(gauges))
+	b := newSeriesSlab(len(gauges))
+	for i, s := range gauges {
+		own := b.rolloutLabels(i, s.Key, c.home)
+		for j, p := range phases {
+			b.add(c.phase, c.gauge(boolValue(s.Phase == p)), own, c.phaseLabels[j])
+		}
+		b.add(c.weight, c.gauge(float64(s.Weights.Stable)), own, c.targetLabels[0])
+		b.add(c.weight, c.gauge(float64(s.Weights.Canary)), own, c.targetLabels[1])
+		if s.Weights.Baseline > 0 {
+			b.add(c.weight, c.gauge(float64(s.Weights.Baseline)), own, c.targetLabels[2])
+		}
+		b.add(c.step, c.gauge(float64(s.StepIndex)), own, nil)
+	}
+	for i := range b.series {
+		ch <- &b.series[i]
+	}
+}
+
+// seriesSlab holds one scrape's series, their label lists and the
+// rollouts' own label pairs, each in one slice allocated at once.
+type seriesSlab struct {
+	series []gaugeSeries
 	// Each series' labels, sorted by name (cluster, name, namespace, then
 	// phase or target): the registry sorts a copy of labels out of order.
-	labels := make([]*dto.LabelPair, 0, 4*seriesPerRollout*len(gauges))
-	own := make([]dto.LabelPair, 3*len(gauges))
-	values := make([]string, 3*len(gauges))
-	add := func(desc *prometheus.Desc, v float64, ls []*dto.LabelPair) {
-		series = append(series, gaugeSeries{desc: desc, gauge: c.gauge(v), labels: ls[:len(ls):len(ls)]})
+	labels []*dto.LabelPair
+	pairs  []dto.LabelPair  // cluster, name, namespace of each rollout
+	values []string         // their values
+	own    []*dto.LabelPair // pointers to them
+}
+
+func newSeriesSlab(rollouts int) *seriesSlab {
+	return &seriesSlab{
+		series: make([]gaugeSeries, 0, seriesPerRollout*rollouts),
+		labels: make([]*dto.LabelPair, 0, 4*seriesPerRollout*rollouts),
+		pairs:  make([]dto.LabelPair, 3*rollouts),
+		values: make([]string, 3*rollouts),
+		own:    make([]*dto.LabelPair, 3*rollouts),
 	}
-	for i, s := range gauges {
-		values[3*i], values[3*i+1], values[3*i+2] = s.Key.Cluster(), s.Key.Parent().Name, s.Key.Namespace
-		if values[3*i] == "" {
-			values[3*i] = c.home
-		}
-		cluster, name, namespace := &own[3*i], &own[3*i+1], &own[3*i+2]
-		cluster.Name, cluster.Value = &labelCluster, &values[3*i]
-		name.Name, name.Value = &labelName, &values[3*i+1]
-		namespace.Name, namespace.Value = &labelNamespace, &values[3*i+2]
-		with := func(extra *dto.LabelPair) []*dto.LabelPair {
-			from := len(labels)
-			labels = append(labels, cluster, name, namespace)
-			if extra != nil {
-				labels = append(labels, extra)
-			}
-			return labels[from:]
-		}
-		for j, p := range phases {
-			add(c.phase, boolValue(s.Phase == p), with(c.phaseLabels[j]))
-		}
-		add(c.weight, float64(s.Weights.Stable), with(c.targetLabels[0]))
-		add(c.weight, float64(s.Weights.Canary), with(c.targetLabels[1]))
-		if s.Weights.Baseline > 0 {
-			add(c.weight, float64(s.Weights.Baseline), with(c.targetLabels[2]))
-		}
-		add(c.step, float64(s.StepIndex), with(nil))
+}
+
+// rolloutLabels are rollout i's cluster, name and namespace pairs, the
+// cluster home for a rollout in no cluster.
+func (b *seriesSlab) rolloutLabels(i int, key api.Key, home string) []*dto.LabelPair {
+	cluster := key.Cluster()
+	if cluster == "" {
+		cluster = home
 	}
-	for i := range series {
-		ch <- &series[i]
+	names := [3]*string{&labelCluster, &labelName, &labelNamespace}
+	values := [3]string{cluster, key.Parent().Name, key.Namespace}
+	for j := range 3 {
+		b.values[3*i+j] = values[j]
+		p := &b.pairs[3*i+j]
+		p.Name, p.Value = names[j], &b.values[3*i+j]
+		b.own[3*i+j] = p
 	}
+	return b.own[3*i : 3*i+3]
+}
+
+// add appends a series of desc with value g and labels own, then extra
+// when not nil.
+func (b *seriesSlab) add(desc *prometheus.Desc, g *dto.Gauge, own []*dto.LabelPair, extra *dto.LabelPair) {
+	from := len(b.labels)
+	b.labels = append(b.labels, own...)
+	if extra != nil {
+		b.labels = append(b.labels, extra)
+	}
+	b.series = append(b.series, gaugeSeries{desc: desc, gauge: g, labels: b.labels[from:len(b.labels):len(b.labels)]})
 }
 
 // gauge is a shared gauge of value v, or a new one.
