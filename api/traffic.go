@@ -90,4 +90,9 @@ type Traffic struct {
 	// last wave, the one that changes last). The clients of cluster C get
 	// the routes of part C.
 	DefaultRoutes bool `json:"defaultRoutes,omitempty"`
+	// Wave is the part's wave, from 1 (0 outside a wave program). While
+	// no part is marked DefaultRoutes (the last wave's part is not there
+	// yet: its cluster has not been connected), those clients get the
+	// routes of the part of the highest wave there is.
+	Wave int `json:"wave,omitempty"`
 }

@@ -17,7 +17,8 @@ import (
 // client names its cluster by its node locality's sub_zone, so each
 // cluster's clients follow their own cluster's wave and reach their own
 // cluster's pods. A client that names no cluster of the rollout gets the
-// routes of the part marked DefaultRoutes (the last wave's).
+// routes of the part marked DefaultRoutes (the last wave's), or while
+// there is none, of the part of the highest wave there is.
 //
 // The server keeps, beside the default snapshot, one snapshot per cluster
 // any part named (a view). Every publish builds all of them from the same
@@ -178,9 +179,10 @@ func viewChanges(v string, changes []rolloutChange, parts map[api.Key]map[api.Ke
 
 // frontPart is the part whose routes view v's clients get for the host:
 // the part in cluster v, else the part marked DefaultRoutes, else the
-// last part by key.
+// part of the highest wave (the last by key among equals).
 func frontPart(v string, parts map[api.Key]*rolloutState) api.Key {
-	var def, last api.Key
+	var def, top api.Key
+	topWave := -1
 	for _, k := range sortedPartKeys(parts) {
 		ro := parts[k]
 		if ro == nil {
@@ -192,12 +194,14 @@ func frontPart(v string, parts map[api.Key]*rolloutState) api.Key {
 		if ro.traffic.DefaultRoutes && def == (api.Key{}) {
 			def = k
 		}
-		last = k
+		if ro.traffic.Wave >= topWave {
+			top, topWave = k, ro.traffic.Wave
+		}
 	}
 	if def != (api.Key{}) {
 		return def
 	}
-	return last
+	return top
 }
 
 func sortedPartKeys(parts map[api.Key]*rolloutState) []api.Key {

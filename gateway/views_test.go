@@ -190,3 +190,36 @@ func TestViewsPreviewHost(t *testing.T) {
 		}
 	}
 }
+
+// TestFrontPartWithoutDefault: while no part is marked DefaultRoutes (the
+// last wave's cluster is not connected yet, so its part is not there),
+// clients of no cluster get the part of the highest wave there is, not
+// the last by key; a part in the client's own cluster and a marked one
+// still come first.
+func TestFrontPartWithoutDefault(t *testing.T) {
+	web := api.Key{Namespace: "shop", Name: "web"}
+	part := func(wave int, def bool) *rolloutState {
+		return &rolloutState{traffic: api.Traffic{Wave: wave, DefaultRoutes: def}}
+	}
+	parts := map[api.Key]*rolloutState{
+		web.InCluster("eu-1"): part(2, false),
+		web.InCluster("eu-2"): nil, // removed
+		web.InCluster("us-1"): part(1, false),
+	}
+	for _, c := range []struct {
+		view string
+		want string
+	}{{"", "eu-1"}, {"us-1", "us-1"}, {"ap-1", "eu-1"}} {
+		if got := frontPart(c.view, parts).Cluster(); got != c.want {
+			t.Errorf("view %q: front part in %s, want %s", c.view, got, c.want)
+		}
+	}
+	parts[web.InCluster("us-1")] = part(1, true)
+	if got := frontPart("", parts).Cluster(); got != "us-1" {
+		t.Errorf("with us-1 marked DefaultRoutes: front part in %s", got)
+	}
+	noWaves := map[api.Key]*rolloutState{web.InCluster("eu-1"): part(0, false), web.InCluster("us-1"): part(0, false)}
+	if got := frontPart("", noWaves).Cluster(); got != "us-1" {
+		t.Errorf("parts of no wave: front part in %s, want the last by key", got)
+	}
+}

@@ -117,5 +117,6 @@ func previewOf(t api.Traffic) api.Traffic {
 		Weights:         api.CanaryWeights(100),
 		Region:          t.Region,
 		DefaultRoutes:   t.DefaultRoutes,
+		Wave:            t.Wave,
 	}
 }

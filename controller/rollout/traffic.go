@@ -27,7 +27,9 @@ func (s State) Traffic() api.Traffic {
 		t.Routing = s.Spec.Routing.Clone()
 		// The last wave's part serves the clients of no cluster of the
 		// rollout: it is the last to change (gateway/views.go).
-		t.DefaultRoutes = s.Spec.Wave != nil && s.Spec.Wave.Wave == s.Spec.Wave.Waves
+		if w := s.Spec.Wave; w != nil {
+			t.DefaultRoutes, t.Wave = w.Wave == w.Waves, w.Wave
+		}
 	}
 	if s.Spec == nil || s.Spec.XDS == nil {
 		return t
