@@ -83,8 +83,12 @@ type KubeResult struct {
 	// (kubetest.Components): with both, where the time went.
 	LoadCPUSeconds      float64
 	PlaneLoadCPUSeconds map[string]float64
-	Healthy             KubeMemory
-	HealthyObjects      KubeObjects
+	// PlaneLoadRequests is what the apiserver served over HealthySeconds,
+	// every client's, by "verb resource" (planeRequests): with the
+	// clients' QPS limits, which of them bounds the pace.
+	PlaneLoadRequests map[string]float64
+	Healthy           KubeMemory
+	HealthyObjects    KubeObjects
 	// Foreign: after ForeignPods pods and ForeignReplicaSets ReplicaSets
 	// without sluice's labels were created and every such pod is Running.
 	ForeignPods, ForeignReplicaSets int
@@ -160,6 +164,10 @@ func RunKube(ctx context.Context, cfg KubeConfig) (res KubeResult, err error) {
 	}
 	say("starting sluice run --kubernetes")
 	plane0 := readPlaneCPU(c)
+	requests0, err := planeRequests(ctx, c)
+	if err != nil {
+		return res, err
+	}
 	start := time.Now()
 	d, apic, debugAddr, err := startKubeDaemon(ctx, bin, cfg.Dir, repo, c.Kubeconfig, "kubernetes", cfg.DaemonArgs)
 	if err != nil {
@@ -174,6 +182,9 @@ func RunKube(ctx context.Context, cfg KubeConfig) (res KubeResult, err error) {
 	}
 	res.HealthySeconds = time.Since(start).Seconds()
 	res.LoadCPUSeconds, res.PlaneLoadCPUSeconds = cpuSeconds(d.pid), readPlaneCPU(c).since(plane0)
+	if res.PlaneLoadRequests, err = planeRequestsSince(ctx, c, requests0); err != nil {
+		return res, err
+	}
 	say("every rollout Healthy with its pod Running after %.1fs", res.HealthySeconds)
 	if res.Healthy, err = readMemory(d, debugAddr, filepath.Join(cfg.Dir, "heap-healthy.pb.gz")); err != nil {
 		return res, err
@@ -519,6 +530,7 @@ func printKubeTable(w io.Writer, r KubeResult) error {
 		{"load average (start → end)", r.LoadAverageStart + " → " + r.LoadAverageEnd},
 		{"start → every rollout Healthy, its pod Running", fmt.Sprintf("%.1f s", r.HealthySeconds)},
 		{"  CPU of sluice / of its control plane meanwhile", fmt.Sprintf("%.1f s / %s", r.LoadCPUSeconds, planeCPUString(r.PlaneLoadCPUSeconds))},
+		{"  apiserver requests meanwhile (every client's)", requestsString(r.PlaneLoadRequests, r.Rollouts)},
 		{"healthy: memory", mem(r.Healthy)},
 		{"healthy: objects in the cluster", objs(r.HealthyObjects)},
 		{"healthy: heap after GC per rollout", fmt.Sprintf("%.1f KiB", r.Healthy.HeapAfterGC/float64(r.Rollouts)/1024)},

@@ -32,6 +32,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.GRPCHosts, "grpc-hosts", 500, "hosts with a real gRPC xDS client each")
 	fs.DurationVar(&cfg.Idle, "idle", 5*time.Minute, "how long idle CPU is measured")
 	fs.IntVar(&cfg.Changed, "changed", 1000, "rollouts one commit moves to a new image (0: skip the changes)")
+	fs.DurationVar(&cfg.CommitProfile, "commit-profile", 0, "profile the daemon's CPU and allocations over this long from the commit's webhook (whole seconds; commit-cpu.pb.gz and commit-allocs.pb.gz in the work directory: add -keep)")
 	fs.StringVar(&cfg.Sluice, "sluice", "", "sluice binary (default: build ./cmd/sluice)")
 	daemonArgs := fs.String("daemon-args", "", "extra flags for sluice run, space-separated (e.g. \"--debug-addr 127.0.0.1:6061\")")
 	keep := fs.Bool("keep", false, "keep the work directory (repository, state, the daemon's log)")
@@ -72,6 +73,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	if !*kube && kcfg.Clusters != 1 {
 		return fmt.Errorf("-clusters: only with -kube")
+	}
+	if *kube && set["commit-profile"] {
+		return fmt.Errorf("-commit-profile: not with -kube (-peer-profile profiles the change there)")
+	}
+	if cfg.CommitProfile < 0 || cfg.CommitProfile%time.Second != 0 {
+		return fmt.Errorf("-commit-profile %v: whole seconds (what /debug/pprof takes)", cfg.CommitProfile)
 	}
 	if *kube {
 		// Re-executes this program in a network namespace where kwok's
@@ -171,6 +178,9 @@ func printTable(w io.Writer, r Result) error {
 			[2]string{"  connections opened to the analysis endpoint", fmt.Sprint(r.AnalysisConnections)},
 			[2]string{"gRPC clients answered by the new version", fmt.Sprintf("%d of %d", r.ClientsAnsweredByNew, r.ClientsMeasured)},
 		)
+	}
+	for _, p := range r.CommitProfiles {
+		rows = append(rows, [2]string{"profile of the commit", p})
 	}
 	for _, row := range rows {
 		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])

@@ -6,11 +6,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-dev/sluice/internal/testkit"
 )
 
 // What the run across clusters reads of the sluice process from outside:
@@ -170,4 +175,50 @@ func logLevels(path string, offset int64) (errs, warns map[string]int) {
 		}
 	}
 	return errs, warns
+}
+
+// commitProfiler takes the daemon's CPU and allocation profiles over the
+// commit (Config.CommitProfile). The zero value takes none.
+type commitProfiler struct {
+	debugAddr string
+	d         time.Duration
+	dir       string
+}
+
+// newCommitProfiler gives the daemon a --debug-addr of its own when cfg
+// asks for commit profiles, and returns the daemon's flags.
+func newCommitProfiler(cfg Config) (commitProfiler, []string, error) {
+	if cfg.CommitProfile <= 0 {
+		return commitProfiler{}, cfg.DaemonArgs, nil
+	}
+	addr, err := testkit.FreeAddr()
+	if err != nil {
+		return commitProfiler{}, nil, err
+	}
+	args := append(slices.Clone(cfg.DaemonArgs), "--debug-addr", addr)
+	return commitProfiler{debugAddr: addr, d: cfg.CommitProfile, dir: cfg.Dir}, args, nil
+}
+
+// start begins both profiles and returns a function that waits for them
+// and returns the files written. The daemon starts sampling as the
+// request arrives, so start waits a moment before returning.
+func (p commitProfiler) start() func() []string {
+	if p.debugAddr == "" {
+		return func() []string { return nil }
+	}
+	secs := int(p.d.Seconds())
+	kinds := []struct{ query, file string }{
+		{fmt.Sprintf("profile?seconds=%d", secs), "commit-cpu.pb.gz"},
+		{fmt.Sprintf("allocs?seconds=%d", secs), "commit-allocs.pb.gz"},
+	}
+	paths := make([]string, len(kinds))
+	var wg sync.WaitGroup
+	for i, k := range kinds {
+		wg.Go(func() { paths[i] = saveProfile(p.debugAddr, k.query, filepath.Join(p.dir, k.file)) })
+	}
+	time.Sleep(50 * time.Millisecond)
+	return func() []string {
+		wg.Wait()
+		return slices.DeleteFunc(paths, func(p string) bool { return p == "" })
+	}
 }

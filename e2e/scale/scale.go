@@ -33,7 +33,11 @@ type Config struct {
 	Dir    string // work directory (repository, state, log)
 	// DaemonArgs are extra flags for sluice run (--debug-addr, say).
 	DaemonArgs []string
-	Log        io.Writer // progress lines; nil discards
+	// CommitProfile, when above zero, profiles the daemon's CPU and
+	// allocations over that long from the commit's webhook (whole
+	// seconds: what /debug/pprof takes), into Dir.
+	CommitProfile time.Duration
+	Log           io.Writer // progress lines; nil discards
 }
 
 // Result is what a run measured. Durations are in seconds, sizes in bytes.
@@ -108,6 +112,9 @@ type Result struct {
 	// Clients of changed hosts that then had a call answered by the new
 	// version (through the routes they were given), of ClientsMeasured.
 	ClientsAnsweredByNew int
+
+	// CommitProfiles are the files Config.CommitProfile wrote.
+	CommitProfiles []string `json:",omitempty"`
 }
 
 // Run runs the benchmark once.
@@ -161,8 +168,12 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 
 	say("starting sluice run")
+	prof, daemonArgs, err := newCommitProfiler(cfg)
+	if err != nil {
+		return res, err
+	}
 	start := time.Now()
-	d, err := startDaemon(ctx, bin, cfg.Dir, repo, cfg.DaemonArgs)
+	d, err := startDaemon(ctx, bin, cfg.Dir, repo, daemonArgs)
 	if err != nil {
 		return res, err
 	}
@@ -232,7 +243,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	say("one change: Envoy-shaped %d B in %d responses, gRPC-shaped %d B in %d", res.OneChangeEnvoyBytes, res.OneChangeEnvoyResponses, res.OneChangeGRPCBytes, res.OneChangeGRPCResponses)
 
 	changed := changedSet(cfg.Rollouts, cfg.Changed, subscribed, single)
-	if err := measureCommit(ctx, d, apic, repo, f, ep, changed, subscribed, clients, stats, &res); err != nil {
+	if err := measureCommit(ctx, d, apic, repo, f, ep, changed, subscribed, clients, stats, prof, &res); err != nil {
 		return res, err
 	}
 	say("commit of %d: status p50 %.2fs p99 %.2fs max %.2fs; clients p50 %.2fs p99 %.2fs max %.2fs (%d); %d ACK timeouts",
@@ -434,7 +445,7 @@ func measureOneChange(ctx context.Context, d *daemon, c *client.Client, repo *gi
 }
 
 func measureCommit(ctx context.Context, d *daemon, c *client.Client, repo *gitRepo, f fleet, ep endpoints,
-	changed, subscribed []int, clients *grpcClients, stats *statsServer, res *Result) error {
+	changed, subscribed []int, clients *grpcClients, stats *statsServer, prof commitProfiler, res *Result) error {
 	files := map[string]string{}
 	keys := make([]string, len(changed))
 	for j, i := range changed {
@@ -467,9 +478,11 @@ func measureCommit(ctx context.Context, d *daemon, c *client.Client, repo *gitRe
 	}
 	start := time.Now()
 	resetPeakRSS(d.pid)
+	profiled := prof.start()
 	if err := d.postHook(); err != nil {
 		return err
 	}
+	defer func() { res.CommitProfiles = profiled() }()
 	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	if err := p.wait(waitCtx, c, 1); err != nil {
