@@ -35,7 +35,8 @@ type Config struct {
 	DaemonArgs []string
 	// CommitProfile, when above zero, profiles the daemon's CPU and
 	// allocations over that long from the commit's webhook (whole
-	// seconds: what /debug/pprof takes), into Dir.
+	// seconds: what /debug/pprof takes), into Dir. Profiling costs the
+	// daemon a little CPU: compare CPU figures of runs without it.
 	CommitProfile time.Duration
 	Log           io.Writer // progress lines; nil discards
 }
