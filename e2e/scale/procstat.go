@@ -206,16 +206,12 @@ func (p commitProfiler) start() func() []string {
 	if p.debugAddr == "" {
 		return func() []string { return nil }
 	}
-	secs := int(p.d.Seconds())
-	kinds := []struct{ query, file string }{
-		{fmt.Sprintf("profile?seconds=%d", secs), "commit-cpu.pb.gz"},
-		{fmt.Sprintf("allocs?seconds=%d", secs), "commit-allocs.pb.gz"},
-	}
-	paths := make([]string, len(kinds))
+	paths := make([]string, 2)
 	var wg sync.WaitGroup
-	for i, k := range kinds {
-		wg.Go(func() { paths[i] = saveProfile(p.debugAddr, k.query, filepath.Join(p.dir, k.file)) })
-	}
+	wg.Go(func() { paths[0] = cpuProfile(p.debugAddr, p.d, filepath.Join(p.dir, "commit-cpu.pb.gz")) })
+	wg.Go(func() {
+		paths[1] = saveProfile(p.debugAddr, fmt.Sprintf("allocs?seconds=%d", int(p.d.Seconds())), filepath.Join(p.dir, "commit-allocs.pb.gz"))
+	})
 	time.Sleep(50 * time.Millisecond)
 	return func() []string {
 		wg.Wait()

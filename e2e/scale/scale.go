@@ -487,10 +487,10 @@ func measureCommit(ctx context.Context, d *daemon, c *client.Client, repo *gitRe
 	start := time.Now()
 	resetPeakRSS(d.pid)
 	profiled := prof.start()
+	defer func() { res.CommitProfiles = profiled() }()
 	if err := d.postHook(); err != nil {
 		return err
 	}
-	defer func() { res.CommitProfiles = profiled() }()
 	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	if err := p.wait(waitCtx, c, 1); err != nil {
